@@ -1,0 +1,48 @@
+"""What `analyze()` returns: one DataFrame per section, columns as in the JSON report (DESIGN.md)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+# Per-step and per-rank overlap columns, in report order.
+OVERLAP_COLUMNS = (
+    "window_ns", "compute_ns", "comm_ns", "overlapped_ns",
+    "exposed_comm_ns", "exposed_memcpy_ns", "idle_ns",
+)
+
+
+@dataclass
+class Analysis:
+    """Every number overlapscope reports for one run.
+
+    All frames have a `rank` column (except the cross-rank ones, keyed by group and seq) and only
+    ever gain columns. Percentages are 0-100 and NaN where undefined (the JSON writes null).
+    """
+
+    run: dict[str, Any]
+    """Run identity: path, world_size, ranks, device, backend, manifest fields, how ranks were found."""
+    steps: pd.DataFrame
+    """rank, step, window_start_ns, window_end_ns, OVERLAP_COLUMNS, overlap_pct, exposed_comm_pct."""
+    totals: pd.DataFrame
+    """rank, source, steps (count), OVERLAP_COLUMNS summed over steps, overlap_pct, exposed_comm_pct."""
+    by_collective: pd.DataFrame
+    """rank, collective, count, comm_ns, exposed_comm_ns (|M_k \\ C| over all steps)."""
+    by_group: pd.DataFrame
+    """rank, group, count, comm_ns, exposed_comm_ns."""
+    by_scope: pd.DataFrame
+    """rank, scope, count, comm_ns, exposed_comm_ns: scope is the innermost annotation that launched the comm."""
+    collectives: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Cross-rank: one row per (collective instance, rank): group, seq, collective, bytes, rank, start_ns,
+    end_ns, wait_ns, transfer_ns, exposed_wait_ns, exposed_transfer_ns, algbw_gbps, busbw_gbps."""
+    stragglers: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """rank, last_arrivals, mean_lateness_ns; worst first."""
+    prefetch: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """rank, step, unit, pass, prefetch_gap_ns, lead_ns."""
+    bubbles: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """rank, step, bubble_ns, bubble_pct, theory_pct, schedule, stages, microbatches."""
+    clock_offsets_ns: dict[int, int] = field(default_factory=dict)
+    """Aligned time = recorded time + offset; the reference rank has 0."""
+    diagnoses: list[str] = field(default_factory=list)
+    """One-line explanations from the analyzers (prefetch late, straggler, comm on compute stream...)."""
