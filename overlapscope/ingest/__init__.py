@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import orjson
 
 from ..errors import OverlapscopeError, TraceError
+from .cache import CacheConfig, cached_read
 from .kineto import read_kineto
+from .parallel import map_files
 from .steps import DEFAULT_STEP_PATTERN
 from .table import RankTrace, Run
 
@@ -31,6 +34,28 @@ def _nsys(path: Path, step_pattern: str, comm_patterns: tuple[str, ...]) -> list
 READERS: dict[str, Callable[[Path, str, tuple[str, ...]], list[RankTrace]]] = {
     ".json": _kineto, ".json.gz": _kineto, ".sqlite": _nsys, ".nsys-rep": _nsys,
 }
+
+
+# Readers whose files hold exactly one rank: their tables are cached (ingest/cache.py).
+CACHED_SUFFIXES = (".json", ".json.gz")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadOptions:
+    step_pattern: str = DEFAULT_STEP_PATTERN
+    comm_patterns: tuple[str, ...] = ()
+    cache: CacheConfig = CacheConfig()
+
+
+def read_file(path: Path, options: ReadOptions) -> list[RankTrace]:
+    """The ranks in one trace file, through the Parquet cache where the format has one."""
+    suffix = _suffix(path)
+    reader = READERS[suffix]
+    if suffix in CACHED_SUFFIXES and options.cache.enabled:
+        key_options = {"step_pattern": options.step_pattern, "comm_patterns": list(options.comm_patterns)}
+        return [cached_read(path, lambda p: reader(p, options.step_pattern, options.comm_patterns)[0],
+                            key_options, options.cache)]
+    return reader(path, options.step_pattern, options.comm_patterns)
 
 
 def _suffix(path: Path) -> str | None:
@@ -68,17 +93,27 @@ def load_manifest(path: Path) -> dict:
 
 
 def load_run(path: str | Path, *, step_pattern: str = DEFAULT_STEP_PATTERN,
-             comm_patterns: tuple[str, ...] = ()) -> Run:
-    """Read every rank of a run: a directory of per-rank traces, one trace file, or an nsys export."""
+             comm_patterns: tuple[str, ...] = (), cache: bool = True, workers: int | None = None) -> Run:
+    """Read every rank of a run: a directory of per-rank traces, one trace file, or an nsys export.
+
+    Files are read on a process pool when the run is big enough to pay for one (`workers` caps
+    it; 1 reads in-process), through the Parquet cache unless `cache` is False.
+    """
     path = Path(path)
     files = trace_files(path)
-    ranks: list[RankTrace] = []
-    for f in files:
-        ranks.extend(READERS[_suffix(f)](f, step_pattern, comm_patterns))
+    options = ReadOptions(step_pattern=step_pattern, comm_patterns=tuple(comm_patterns),
+                          cache=CacheConfig(enabled=cache))
+    ranks = assemble(map_files(read_file, files, options, workers=workers))
+    return Run(ranks=ranks, manifest=load_manifest(path), path=str(path))
+
+
+def assemble(per_file: list[list[RankTrace]]) -> list[RankTrace]:
+    """The ranks of every file, numbered and checked as one run, ordered by rank."""
+    ranks = [r for rs in per_file for r in rs]
     _number_ranks(ranks)
     _check_same_run(ranks)
     ranks.sort(key=lambda r: r.rank)
-    return Run(ranks=ranks, manifest=load_manifest(path), path=str(path))
+    return ranks
 
 
 def _number_ranks(ranks: list[RankTrace]) -> None:
