@@ -64,18 +64,22 @@ def reduce_outcomes(path: Path, per_file: list[list[RankOutcome]]) -> Analysis:
 
 def analyze_path(path: str | Path, *, step_pattern: str | None = None, comm_patterns: tuple[str, ...] = (),
                  no_steps: bool = False, cache: bool = True, workers: int | None = None,
-                 scheduler: str | None = None, pool_workers: int | None = None) -> Analysis:
+                 scheduler: str | None = None, pool_workers: int | None = None, client: Any = None) -> Analysis:
     """`analyze(load_run(path))`, with the per-rank work spread out.
 
     workers: run on a Dask LocalCluster of this many worker processes. scheduler: run on the Dask
-    cluster at this address. Neither: a local process pool when the run is big enough to pay for
-    one (pool_workers caps it; 1 runs everything in this process).
+    cluster at this address. client: run on this Dask client. None of them: a local process pool
+    when the run is big enough to pay for one (pool_workers caps it; 1 runs all in this process).
     """
     path = Path(path)
     files = trace_files(path)
     options = ReadOptions(step_pattern=step_pattern or DEFAULT_STEP_PATTERN, comm_patterns=tuple(comm_patterns),
                           cache=CacheConfig(enabled=cache))
-    if scheduler or workers:
+    if client is not None:
+        from distributed import as_completed
+
+        per_file = run_on_client(client, files, options, no_steps, as_completed)
+    elif scheduler or workers:
         per_file = _on_dask(files, options, no_steps, workers=workers, scheduler=scheduler)
     else:
         per_file = map_files(rank_job, files, options, no_steps, workers=pool_workers,
