@@ -156,8 +156,8 @@ def store_entry(entry: Path, key: str, trace: RankTrace) -> bool:
         tmp = None
         _drop_older(entry)
         return True
-    except OSError as exc:
-        log.debug("%s: cannot write cache entry (%s)", entry, exc)
+    except Exception as exc:  # noqa: BLE001 - a cache that cannot be written is no cache, not an error
+        log.debug("%s: cannot write cache entry (%s: %s)", entry, type(exc).__name__, exc)
         return False
     finally:
         if tmp is not None:
