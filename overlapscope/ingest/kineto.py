@@ -18,7 +18,8 @@ import pandas as pd
 from ..errors import TraceError
 from ..analysis.intervals import innermost_containing
 from . import classify
-from .kineto_parse import UNSET, Columns, columns_of_document, load_document, no_gc, read_bytes, read_columns
+from .kineto_parse import UNSET, Columns, columns_of_document, no_gc, read_columns
+from .kineto_parse import load_document, read_bytes  # noqa: F401 - re-exported: they lived here before
 from .steps import DEFAULT_STEP_PATTERN, step_ranges, steps_at
 from .table import RankTrace, make_table
 

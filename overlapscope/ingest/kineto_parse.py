@@ -186,7 +186,9 @@ def columns_of_document(doc: dict[str, Any]) -> Columns:
     """Columns of an already-parsed trace (the reference semantics of every field)."""
     xs = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
     return Columns(
-        cat=[e.get("cat", "") for e in xs], name=[str(e.get("name", "")) for e in xs],
+        # A category that is not a string matches no known one: "" says the same and stays hashable.
+        cat=[c if isinstance(c := e.get("cat", ""), str) else "" for e in xs],
+        name=[str(e.get("name", "")) for e in xs],
         tid=[e.get("tid") for e in xs], ts=[e["ts"] if "ts" in e else UNSET for e in xs],
         dur=[e.get("dur", 0) for e in xs], args=[e.get("args") or None for e in xs],
         top={k: doc.get(k) for k in ("distributedInfo", "baseTimeNanoseconds", "deviceProperties")})
