@@ -208,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\ngrowth with rank count, overlapscope analyze (cold cache):")
         for r in results:
             b = r["b_overlapscope_cold"]
-            print(f"  {r['ranks']:4d} ranks {mb(r['json_bytes']):>10} JSON: {b['wall_s']:7.2f} s wall, {b['cpu_s']:7.2f} s cpu "
+            print(f"  {r['ranks']:4d} ranks {mb(r['json_bytes']):>10} JSON: {b['wall_s']:7.2f} s wall, "
+                  f"{b['cpu_s']:7.2f} s cpu "
                   f"({b['cpu_s'] / r['ranks']:.2f} s/rank), peak tree {mb(b['tree_rss'])}, largest proc "
                   f"{mb(b['max_rss'])}; floor {r['c_floor']['wall_s']:.2f} s")
     if args.json:
