@@ -1,0 +1,340 @@
+"""Nsight Systems reader: `nsys export --type sqlite` files (and `.nsys-rep` reports) -> event tables.
+
+One export may hold several processes (all ranks of a `torchrun` under one `nsys`), and a run may be
+one export per rank; `read_nsys` takes a file or a directory of them and returns one RankTrace per
+process with GPU work. Filtering and joins happen in SQL, distinct names are classified once, and
+no Python code runs per row.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.errors import TraceError
+from overlapscope.ingest import nsys_schema as S
+from overlapscope.ingest.classify import collective_of, is_comm_name
+from overlapscope.ingest.nsys_nvtx import NvtxRanges, attach_nccl, read_nvtx
+from overlapscope.ingest.steps import DEFAULT_STEP_PATTERN, step_ranges, steps_at
+from overlapscope.ingest.table import RankTrace, make_table
+
+log = logging.getLogger(__name__)
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+SUFFIXES = (".sqlite", ".nsys-rep")
+_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+_TID_MASK = 0xFFFFFF
+# Device row kinds in the UNION query, in this order.
+_KERNEL, _MEMCPY, _MEMSET, _SYNC = range(4)
+# Kineto's names for CUPTI synchronization types, so both readers name sync events alike.
+_SYNC_NAMES = {
+    "EVENT_SYNCHRONIZE": "Event Sync", "STREAM_WAIT_EVENT": "Stream Wait Event",
+    "STREAM_SYNCHRONIZE": "Stream Sync", "CONTEXT_SYNCHRONIZE": "Context Sync",
+}
+
+
+@dataclass
+class _Process:
+    """One process with GPU work in one export, before it has a rank."""
+
+    source: str
+    key: int  # globalPid >> 24: host/VM id and pid, unique within one export
+    pid: int
+    devices: tuple[int, ...]
+    hostname: str
+    columns: dict[str, np.ndarray]
+    steps: pd.DataFrame
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def read_nsys(path: str | Path, *, step_pattern: str = DEFAULT_STEP_PATTERN,
+              comm_patterns: Sequence[str] = (), no_steps: bool = False) -> list[RankTrace]:
+    """Read an nsys SQLite export, a `.nsys-rep` report, or a directory of them: one RankTrace per rank."""
+    files = report_files(Path(path))
+    procs: list[_Process] = []
+    for file in files:
+        procs.extend(_read_report(file, step_pattern=step_pattern, comm_patterns=tuple(comm_patterns),
+                                  no_steps=no_steps))
+    ranks = _assign_ranks(procs)
+    traces = []
+    for proc, (rank, rank_from) in zip(procs, ranks):
+        events = make_table(rank, **proc.columns)
+        traces.append(RankTrace(rank=rank, events=events, steps=proc.steps, source=proc.source, device="gpu",
+                                rank_from=rank_from, world_size=len(procs), meta=proc.meta))
+    return sorted(traces, key=lambda t: t.rank)
+
+
+def report_files(path: Path) -> list[Path]:
+    """The exports a path names: itself, or a directory's `.sqlite` files (and `.nsys-rep` without one)."""
+    if not path.exists():
+        raise TraceError("no such file or directory", path)
+    if path.is_file():
+        return [path]
+    sqlite = sorted(p for p in path.iterdir() if p.suffix == ".sqlite" and p.is_file())
+    stems = {p.stem for p in sqlite}
+    reps = sorted(p for p in path.iterdir() if p.suffix == ".nsys-rep" and p.stem not in stems)
+    if not sqlite and not reps:
+        raise TraceError("no .sqlite or .nsys-rep files in this directory", path)
+    return sorted(sqlite + reps)
+
+
+def _read_report(path: Path, **options: Any) -> list[_Process]:
+    if path.suffix == ".nsys-rep":
+        with tempfile.TemporaryDirectory(prefix="overlapscope-nsys-") as tmp:
+            exported = export_sqlite(path, Path(tmp))
+            return _read_export(exported, source=path, **options)
+    return _read_export(path, source=path, **options)
+
+
+def export_sqlite(report: Path, out_dir: Path) -> Path:
+    """Run `nsys export --type sqlite` on a `.nsys-rep` into `out_dir`; the report is only read."""
+    how = f"export it with `nsys export --type sqlite -o {report.with_suffix('.sqlite').name} {report}`"
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        raise TraceError(f"is an Nsight Systems report and `nsys` is not on PATH; {how} and analyze the .sqlite",
+                         report)
+    out = out_dir / (report.stem + ".sqlite")
+    cmd = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(out), str(report)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TraceError(f"`nsys export` failed ({exc}); {how}", report) from exc
+    if done.returncode != 0 or not out.exists():
+        lines = (done.stderr or done.stdout or "").strip().splitlines()
+        raise TraceError(f"`nsys export` failed ({lines[-1] if lines else f'exit {done.returncode}'})", report)
+    return out
+
+
+def _read_export(path: Path, *, source: Path, step_pattern: str, comm_patterns: tuple[str, ...],
+                 no_steps: bool) -> list[_Process]:
+    conn = S.connect_readonly(path)
+    try:
+        with S.sql_errors(source):
+            schema = S.read_schema(conn)
+            if KERNEL not in schema.columns:
+                what = "no tables" if not schema.columns else f"no {KERNEL} table"
+                raise TraceError(f"not an nsys export with CUDA kernels ({what}); profile with `nsys profile "
+                                 "--trace=cuda,nvtx` and export with `nsys export --type sqlite`", source)
+            info = _export_info(conn, schema)
+            dev = _read_device(conn, schema, source, comm_patterns)
+            if dev["start"].size == 0 or not dev["gpu"].any():
+                raise TraceError("no GPU activity (no kernels, memcpy or memset rows)", source)
+            keys = np.unique(dev["key"][dev["gpu"]])
+            nvtx = read_nvtx(conn, schema, keys.tolist())
+            threads = _thread_names(conn, schema, keys)
+            procs = _process_names(conn, schema)
+    finally:
+        conn.close()
+    out = []
+    offset = info["offset_ns"]
+    for key in keys.tolist():
+        rows = np.flatnonzero(dev["key"] == key)
+        out.append(_build_process(int(key), rows, dev, nvtx.subset(key), offset, str(source),
+                                  step_pattern=None if no_steps else step_pattern,
+                                  hostname=info["hostname"], threads=threads, procs=procs, info=info))
+    return out
+
+
+def _export_info(conn: Any, schema: S.Schema) -> dict[str, Any]:
+    info: dict[str, Any] = {"offset_ns": 0, "clock": "session", "hostname": ""}
+    if schema.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
+        row = conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
+        if row and row[0] is not None:
+            info.update(offset_ns=int(row[0]), clock="session+utcEpochNs")
+    if info["clock"] == "session":
+        log.warning("export has no TARGET_INFO_SESSION_START_TIME: times stay session-relative")
+    if schema.has("TARGET_INFO_SYSTEM_ENV", "name", "value"):
+        row = conn.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1").fetchone()
+        info["hostname"] = str(row[0]) if row and row[0] else ""
+    if schema.has("META_DATA_EXPORT", "name", "value"):
+        meta = dict(conn.execute("SELECT name, value FROM META_DATA_EXPORT WHERE name IN "
+                                 "('EXPORT_PRODUCT_VERSION', 'EXPORT_SCHEMA_VERSION')").fetchall())
+        info["nsys_version"] = meta.get("EXPORT_PRODUCT_VERSION", "")
+        info["schema_version"] = meta.get("EXPORT_SCHEMA_VERSION", "")
+    if schema.has("TARGET_INFO_GPU", "id", "name"):
+        info["gpus"] = {int(i): str(n) for i, n in conn.execute("SELECT id, name FROM TARGET_INFO_GPU")}
+    return info
+
+
+def _device_select(schema: S.Schema, table: str, kind: int) -> str | None:
+    """One arm of the UNION over device tables; None when the table or a required column is absent."""
+    if not schema.has(table, "start", "end", "streamId", "deviceId"):
+        return None
+    def col(name: str, default: str = "-1") -> str:
+        return name if schema.has(table, name) else default
+    if kind == _KERNEL:
+        name_col = schema.pick(table, "demangledName", "shortName", "mangledName")
+        if name_col is None:
+            return None
+        a, b, c, nbytes = name_col, "0", "0", "-1"
+    elif kind == _MEMCPY:
+        a, b, c, nbytes = col("copyKind"), col("srcKind"), col("dstKind"), col("bytes")
+    elif kind == _MEMSET:
+        a, b, c, nbytes = col("memKind"), "0", "0", col("bytes")
+    else:
+        a, b, c, nbytes = schema.pick(table, "syncType", "deprecatedSyncType") or "-1", "0", "0", "-1"
+    return (f"SELECT {kind}, start, end, streamId, deviceId, COALESCE({col('correlationId')}, -1), "
+            f"COALESCE({col('globalPid', 'NULL')}, 0) >> 24, COALESCE({a}, -1), COALESCE({b}, -1), "
+            f"COALESCE({c}, -1), COALESCE({nbytes}, -1) FROM {table}")
+
+
+_DEVICE_COLS = ("kind", "start", "end", "stream", "device", "corr", "key", "a", "b", "c", "bytes", "launch", "gtid")
+
+
+def _read_device(conn: Any, schema: S.Schema, source: Path, comm_patterns: tuple[str, ...]) -> dict[str, np.ndarray]:
+    arms = [s for s in (_device_select(schema, t, k) for t, k in
+                        ((KERNEL, _KERNEL), (MEMCPY, _MEMCPY), (MEMSET, _MEMSET), (SYNC, _SYNC))) if s]
+    if not arms:
+        raise TraceError(f"{KERNEL} lacks start/end/streamId/deviceId or a name column", source)
+    if schema.has(RUNTIME, "start", "correlationId", "globalTid"):
+        # The launching API call of each device row: (correlationId, process) is unique per export.
+        launch = (f"LEFT JOIN (SELECT correlationId AS cid, globalTid >> 24 AS gk, MIN(start) AS ls, "
+                  f"MIN(globalTid) AS gtid FROM {RUNTIME} WHERE correlationId IS NOT NULL GROUP BY 1, 2) r "
+                  "ON r.cid = d.corr AND r.gk = d.key")
+        launch_cols = "COALESCE(r.ls, -1), COALESCE(r.gtid, -1)"
+    else:
+        launch, launch_cols = "", "-1, -1"
+    sql = (f"WITH d({', '.join(_DEVICE_COLS[:11])}) AS ({' UNION ALL '.join(arms)}) "
+           f"SELECT d.*, {launch_cols} FROM d {launch} WHERE d.end >= d.start")
+    dev = S.fetch(conn, sql, _DEVICE_COLS, {})
+    # Name, kind and collective per distinct (kind, a, b, c): a is the kernel's StringIds id.
+    combos, inverse = np.unique(np.stack([dev["kind"], dev["a"], dev["b"], dev["c"]], axis=1), axis=0,
+                                return_inverse=True)
+    names = _combo_names(conn, schema, combos)
+    kinds = np.array(["compute", "memcpy", "memset", "sync"], dtype=object)[combos[:, 0]]
+    is_kernel = combos[:, 0] == _KERNEL
+    comm = is_kernel & is_comm_name(list(names), comm_patterns)
+    kinds[comm] = "comm"
+    collectives = np.array([collective_of(n) if c else "" for n, c in zip(names, comm)], dtype=object)
+    inverse = inverse.reshape(-1)
+    dev.update(name=names[inverse], kind_name=kinds[inverse], collective=collectives[inverse])
+    dev["gpu"] = dev["kind"] != _SYNC  # sync rows alone do not make a process a GPU process
+    return dev
+
+
+def _combo_names(conn: Any, schema: S.Schema, combos: np.ndarray) -> np.ndarray:
+    kernel_names = S.strings(conn, schema, combos[combos[:, 0] == _KERNEL, 1])
+    copy_kinds = S.enum_labels(conn, schema, "ENUM_CUDA_MEMCPY_OPER")
+    mem_kinds = S.enum_labels(conn, schema, "ENUM_CUDA_MEM_KIND")
+    sync_types = S.enum_labels(conn, schema, "ENUM_CUPTI_SYNC_TYPE")
+    out = []
+    for kind, a, b, c in combos.tolist():  # one per distinct name, not per row
+        if kind == _KERNEL:
+            out.append(kernel_names.get(a, f"kernel#{a}"))
+        elif kind == _MEMCPY:
+            direction = copy_kinds.get(a, ("", ""))[0].rsplit("_", 1)[-1].replace("TO", "to") or "Unknown"
+            src, dst = mem_kinds.get(b, ("", ""))[1], mem_kinds.get(c, ("", ""))[1]
+            out.append(f"Memcpy {direction} ({src} -> {dst})" if src and dst else f"Memcpy {direction}")
+        elif kind == _MEMSET:
+            where = mem_kinds.get(a, ("", ""))[1]
+            out.append(f"Memset ({where})" if where else "Memset")
+        else:
+            sym = sync_types.get(a, ("", ""))[0].replace("CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_", "")
+            out.append(_SYNC_NAMES.get(sym, sync_types.get(a, ("", "Sync"))[1] or "Sync"))
+    return np.array(out, dtype=object)
+
+
+def _thread_names(conn: Any, schema: S.Schema, keys: np.ndarray) -> dict[int, str]:
+    if not schema.has("ThreadNames", "nameId", "globalTid"):
+        return {}
+    wanted = ",".join(str(int(k)) for k in keys)
+    rows = conn.execute(f"SELECT globalTid, nameId FROM ThreadNames WHERE globalTid >> 24 IN ({wanted})").fetchall()
+    names = S.strings(conn, schema, np.array([r[1] for r in rows], dtype=np.int64))
+    return {int(g): names.get(int(n), "") for g, n in rows}
+
+
+def _process_names(conn: Any, schema: S.Schema) -> dict[int, str]:
+    if not schema.has("PROCESSES", "globalPid", "name"):
+        return {}
+    return {int(g) >> 24: str(n or "") for g, n in conn.execute("SELECT globalPid, name FROM PROCESSES")
+            if g is not None}
+
+
+def _build_process(key: int, rows: np.ndarray, dev: dict[str, np.ndarray], nvtx: NvtxRanges, offset: int,
+                   source: str, *, step_pattern: str | None, hostname: str, threads: dict[int, str],
+                   procs: dict[int, str], info: dict[str, Any]) -> _Process:
+    pid = key & _TID_MASK
+    gpu_rows = rows[dev["gpu"][rows]]
+    devices = tuple(int(d) for d in np.unique(dev["device"][gpu_rows]))
+    launch = dev["launch"][rows]
+    known = launch >= 0
+    launch_ns = np.where(known, launch + offset, -1)
+    launch_tid = np.where(known, dev["gtid"][rows] & _TID_MASK, -1)
+    device_cols = {
+        "lane": _labels("stream:", dev["stream"][rows]),
+        "kind": dev["kind_name"][rows], "name": dev["name"][rows],
+        "start_ns": dev["start"][rows] + offset, "end_ns": dev["end"][rows] + offset,
+        "collective": dev["collective"][rows], "bytes": dev["bytes"][rows].copy(),
+        "group": np.full(rows.size, "", dtype=object), "correlation": dev["corr"][rows],
+        "launch_ns": launch_ns, "launch_lane": np.where(known, _labels("thread:", launch_tid), ""),
+    }
+    device_cols["bytes"][device_cols["kind"] == "sync"] = -1
+    nvtx = nvtx.shifted(offset)
+    attach_nccl(device_cols, launch_tid, nvtx)
+    steps = (step_ranges(nvtx.name, nvtx.start_ns, nvtx.end_ns, step_pattern) if step_pattern
+             else step_ranges(np.array([], dtype=object), np.array([], np.int64), np.array([], np.int64)))
+    device_cols["step"] = steps_at(launch_ns, steps)
+    cols = _concat(device_cols, nvtx.as_columns(steps_at(nvtx.start_ns, steps)))
+    used_tids = set(np.unique(launch_tid[known]).tolist()) | set(np.unique(nvtx.tid).tolist())
+    meta: dict[str, Any] = {
+        "pid": pid, "device": devices[0] if len(devices) == 1 else list(devices), "hostname": hostname,
+        "process_name": procs.get(key, ""), "clock": info["clock"], "session_start_utc_ns": offset,
+        "nsys_version": info.get("nsys_version", ""), "schema_version": info.get("schema_version", ""),
+        "threads": {t: threads.get((key << 24) | t, "") for t in sorted(used_tids)},
+        "launches_unmatched": int((~known & dev["gpu"][rows]).sum()),
+    }
+    gpus = info.get("gpus", {})
+    if gpus and len(devices) == 1 and devices[0] in gpus:
+        meta["gpu_name"] = gpus[devices[0]]
+    return _Process(source=source, key=key, pid=pid, devices=devices, hostname=hostname, columns=cols,
+                    steps=steps, meta=meta)
+
+
+def _labels(prefix: str, values: np.ndarray) -> np.ndarray:
+    """`prefix + str(v)` per row, formatting each distinct value once."""
+    uniq, inverse = np.unique(np.asarray(values, dtype=np.int64), return_inverse=True)
+    text = np.array([f"{prefix}{u}" for u in uniq.tolist()], dtype=object)
+    return text[inverse.reshape(-1)] if values.size else np.array([], dtype=object)
+
+
+def _concat(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {k: np.concatenate([np.asarray(a[k]), np.asarray(b[k], dtype=np.asarray(a[k]).dtype)]) for k in a}
+
+
+def _assign_ranks(procs: list[_Process]) -> list[tuple[int, str]]:
+    """Rank per process: from a `rank<N>` file name (one process per file), else by CUDA device, else order."""
+    per_file: dict[str, int] = {}
+    for p in procs:
+        per_file[p.source] = per_file.get(p.source, 0) + 1
+    numbers = [_rank_in_name(p.source) for p in procs]
+    if (all(per_file[p.source] == 1 for p in procs) and all(n is not None for n in numbers)
+            and len(set(numbers)) == len(numbers)):
+        return [(int(n), "filename") for n in numbers]  # type: ignore[arg-type]
+    device_keys = [(p.hostname, p.devices[0]) if len(p.devices) == 1 else None for p in procs]
+    if all(k is not None for k in device_keys) and len(set(device_keys)) == len(device_keys):
+        order = sorted(range(len(procs)), key=lambda i: device_keys[i])  # type: ignore[arg-type,return-value]
+        how = "device"
+    else:
+        order = sorted(range(len(procs)), key=lambda i: (procs[i].source, procs[i].pid))
+        how = "process"
+    ranks = [0] * len(procs)
+    for rank, i in enumerate(order):
+        ranks[i] = rank
+    return [(r, how) for r in ranks]
+
+
+def _rank_in_name(source: str) -> int | None:
+    m = _RANK_IN_NAME.search(Path(source).name)
+    return int(m.group(1)) if m else None

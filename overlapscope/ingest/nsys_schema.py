@@ -1,0 +1,166 @@
+"""Low-level access to an Nsight Systems SQLite export: read-only connection, schema, enums, strings.
+
+Everything here is format plumbing shared by the nsys reader: it opens a user's file without ever
+being able to write to it, turns every SQLite failure into a one-line `TraceError`, and reads
+columns into NumPy without a Python loop per row.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+from urllib.parse import quote
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.errors import TraceError
+
+log = logging.getLogger(__name__)
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+BUSY_TIMEOUT_S = 1.0
+"""How long to wait for another process's lock (nsys still writing the export) before giving up."""
+_MAX_SQL_VARS = 30_000  # below SQLite's default limit of 32766 host parameters
+
+# Fallbacks when a (very old or stripped) export lacks its ENUM tables; values of schema 3.x.
+_ENUM_FALLBACK: dict[str, dict[str, int]] = {
+    "ENUM_NSYS_EVENT_TYPE": {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60, "NvtxDomainCreate": 75},
+}
+
+
+@contextlib.contextmanager
+def sql_errors(path: Path) -> Iterator[None]:
+    """Turn any SQLite failure inside the block into a one-line TraceError naming the file."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise TraceError(_describe(exc), path) from exc
+
+
+def _describe(exc: sqlite3.Error) -> str:
+    text = str(exc)
+    low = text.lower()
+    if "locked" in low or "busy" in low:
+        return "database is locked by another process (is nsys still writing it?); retry when it is done"
+    if "not a database" in low or "malformed" in low or "disk image" in low or "short read" in low:
+        return f"damaged or truncated SQLite file ({text}); export the report again"
+    if "unable to open" in low or "readonly" in low or "permission" in low:
+        return f"cannot open for reading ({text})"
+    return f"SQLite error: {text}"
+
+
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """Open `path` read-only after checking it is a whole SQLite file."""
+    if not path.exists():
+        raise TraceError("no such file", path)
+    if not path.is_file():
+        raise TraceError("not a regular file", path)
+    try:
+        with open(path, "rb") as fh:
+            header = fh.read(100)
+    except OSError as exc:
+        raise TraceError(f"cannot read ({exc.strerror})", path) from exc
+    if len(header) < 100 or header[:16] != SQLITE_MAGIC:
+        raise TraceError("not an SQLite file; export the report with `nsys export --type sqlite`", path)
+    _check_not_truncated(path, header)
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    with sql_errors(path):
+        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # surfaces locks and damage now
+    return conn
+
+
+def _check_not_truncated(path: Path, header: bytes) -> None:
+    # The in-header page count is valid when the change counter equals version-valid-for
+    # (SQLite file format, offsets 24 and 92). A file shorter than that was cut off.
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    page_count = int.from_bytes(header[28:32], "big")
+    if page_count and header[24:28] == header[92:96]:
+        expected = page_count * page_size
+        actual = path.stat().st_size
+        if actual < expected:
+            raise TraceError(f"truncated SQLite file ({actual} of {expected} bytes); copy or export it again", path)
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Tables of one export and their columns: nsys creates tables lazily and columns vary by version."""
+
+    columns: dict[str, frozenset[str]]
+
+    def has(self, table: str, *columns: str) -> bool:
+        cols = self.columns.get(table)
+        return cols is not None and all(c in cols for c in columns)
+
+    def pick(self, table: str, *candidates: str) -> str | None:
+        """First of `candidates` that the table has (column names moved between nsys versions)."""
+        cols = self.columns.get(table, frozenset())
+        return next((c for c in candidates if c in cols), None)
+
+
+def read_schema(conn: sqlite3.Connection) -> Schema:
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    columns = {n: frozenset(r[1] for r in conn.execute(f'PRAGMA table_info("{n}")')) for n in names}
+    return Schema(columns)
+
+
+def enum_ids(conn: sqlite3.Connection, schema: Schema, table: str) -> dict[str, int]:
+    """Symbol name -> id of one ENUM_* table, falling back to known schema-3.x values when absent."""
+    if schema.has(table, "id", "name"):
+        return {str(name): int(i) for i, name in conn.execute(f"SELECT id, name FROM {table}") if name}
+    fallback = _ENUM_FALLBACK.get(table, {})
+    if fallback:
+        log.warning("export has no %s table; assuming nsys schema 3.x values", table)
+    return dict(fallback)
+
+
+def enum_labels(conn: sqlite3.Connection, schema: Schema, table: str) -> dict[int, tuple[str, str]]:
+    """id -> (name, label) of one ENUM_* table (empty when the table is absent)."""
+    if not schema.has(table, "id", "name", "label"):
+        return {}
+    return {int(i): (str(n or ""), str(lab or "")) for i, n, lab in conn.execute(f"SELECT id, name, label FROM {table}")}
+
+
+def fetch(conn: sqlite3.Connection, sql: str, columns: Sequence[str], dtypes: dict[str, str],
+          params: Sequence[object] = ()) -> dict[str, np.ndarray]:
+    """Run `sql` and return its columns as arrays; NULLs in integer columns must be COALESCEd in SQL."""
+    rows = conn.execute(sql, params).fetchall()
+    frame = pd.DataFrame.from_records(rows, columns=list(columns), nrows=len(rows))
+    out: dict[str, np.ndarray] = {}
+    for col in columns:
+        dtype = dtypes.get(col, "int64")
+        series = frame[col]
+        out[col] = series.to_numpy(dtype=object) if dtype == "object" else series.to_numpy(dtype=dtype)
+    return out
+
+
+def strings(conn: sqlite3.Connection, schema: Schema, ids: np.ndarray) -> dict[int, str]:
+    """StringIds values of the given ids (ids absent from the table map to nothing)."""
+    wanted = np.unique(np.asarray(ids, dtype=np.int64))
+    found: dict[int, str] = {}
+    if wanted.size == 0 or not schema.has("StringIds", "id", "value"):
+        return found
+    for lo in range(0, wanted.size, _MAX_SQL_VARS):
+        chunk = wanted[lo:lo + _MAX_SQL_VARS].tolist()
+        marks = ",".join("?" * len(chunk))
+        found.update((int(i), str(v)) for i, v in conn.execute(
+            f"SELECT id, value FROM StringIds WHERE id IN ({marks})", chunk))
+    return found
+
+
+def lookup(ids: np.ndarray, table: dict[int, str], missing: str = "") -> np.ndarray:
+    """Map an int array through `table` via its distinct values (one dict lookup per distinct id)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    values = np.array([table.get(int(u), missing) for u in uniq], dtype=object)
+    return values[inverse.reshape(-1)] if ids.size else np.array([], dtype=object)
+
+
+def table_rows(conn: sqlite3.Connection, schema: Schema, table: str) -> int:
+    return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]) if table in schema.columns else 0
