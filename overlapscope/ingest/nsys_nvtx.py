@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from overlapscope.analysis.intervals import innermost_containing
 from overlapscope.ingest import nsys_schema as S
 from overlapscope.ingest.classify import collective_of
 
@@ -162,16 +163,7 @@ def attach_nccl(device: dict[str, np.ndarray], launch_tid: np.ndarray, nvtx: Nvt
     tid, start, end = nvtx.tid[order], nvtx.start_ns[order], nvtx.end_ns[order]
     coll, nbytes, group = _group_effective(nvtx.name[order], tid, nvtx.collective[order],
                                            nvtx.bytes[order], nvtx.group[order])
-    q_tid, q_t = launch_tid[comm], device["launch_ns"][comm]
-    hit = np.full(comm.size, -1, dtype=np.int64)
-    for t in np.unique(q_tid).tolist():  # one pass per launching thread
-        lo, hi = np.searchsorted(tid, t, "left"), np.searchsorted(tid, t, "right")
-        if lo == hi:
-            continue
-        qs = np.flatnonzero(q_tid == t)
-        j = np.searchsorted(start[lo:hi], q_t[qs], "right") - 1 + lo
-        ok = (j >= lo) & (end[np.maximum(j, lo)] >= q_t[qs])
-        hit[qs[ok]] = j[ok]
+    hit = innermost_containing(tid, start, end, launch_tid[comm], device["launch_ns"][comm])
     found = hit >= 0
     rows, src = comm[found], hit[found]
     fill = (device["collective"][rows] == "") & (coll[src] != "")
