@@ -101,6 +101,7 @@ class Export:
             path.unlink()
         conn = sqlite3.connect(path)
         try:
+            conn.execute("PRAGMA page_size = 1024")  # small files; the reader does not care
             self._write(conn)
             conn.commit()
         finally:
@@ -196,6 +197,30 @@ def _insert(conn: sqlite3.Connection, table: str, rows: list[dict], omit: set[st
     cols = [n for n in names if n in required or any(n in r for r in rows)]
     values = [tuple(r.get(c, required.get(c)) for c in cols) for r in rows]
     conn.executemany(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", values)
+
+
+def small_run() -> Export:
+    """One process, one kernel and one NVTX range: the smallest export the reader accepts."""
+    return Export(processes={10: "python3"},
+                  kernels=[Kernel(10, 0, 7, "void gemm<1>(float*)", 1_000, 2_000, launch=500)],
+                  ranges=[Range(10, "forward", 0, 3_000)])
+
+
+def write_bad_corpus(out: Path) -> None:
+    """The committed bad-input corpus of tests/data/nsys_bad (run this module to regenerate it)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "not_sqlite.sqlite").write_text("this is a CSV export, not SQLite\nstart,end\n1,2\n")
+    (out / "empty.sqlite").write_bytes(b"")
+    no_kernels = Export(processes={10: "python3"}, ranges=[Range(10, "forward", 0, 3_000)],
+                        omit={KERNEL, MEMCPY, MEMSET, SYNC, RUNTIME})
+    no_kernels.write(out / "no_kernel_table.sqlite")
+    Export(processes={10: "python3"}, ranges=[Range(10, "forward", 0, 3_000)]).write(out / "no_gpu_activity.sqlite")
+    whole = small_run().write(out / "truncated.sqlite").read_bytes()
+    (out / "truncated.sqlite").write_bytes(whole[: len(whole) // 2])
+    # Same length, but the pages after the schema overwritten: damage only a query can find.
+    (out / "damaged.sqlite").write_bytes(whole[: len(whole) // 2] + b"\xff" * (len(whole) - len(whole) // 2))
+    for p in out.glob("*-journal"):
+        p.unlink()
 
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -507,3 +532,9 @@ ENUM_ROWS: dict[str, list[tuple[int, str, str]]] = {
         (7, 'CUDA_MEMOPR_MEMORY_KIND_UNKNOWN', 'Unknown'),
     ],
 }
+
+
+if __name__ == "__main__":
+    import sys
+
+    write_bad_corpus(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent / "data" / "nsys_bad")

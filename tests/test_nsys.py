@@ -2,19 +2,23 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
-import sys
+import stat
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+from click.testing import CliRunner
+from kineto_builder import KinetoTrace
+from nsys_builder import (CREATE_STATEMENTS, SESSION_START_UTC_NS, Copy, Export, Kernel, Range, Sync,
+                          small_run, write_bad_corpus)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from nsys_builder import CREATE_STATEMENTS, Copy, Export, Kernel, Range, Sync  # noqa: E402
-
-import overlapscope  # noqa: E402
-from overlapscope.errors import OverlapscopeError  # noqa: E402
-from overlapscope.ingest.nsys import read_nsys  # noqa: E402
+import overlapscope
+from overlapscope.cli import main
+from overlapscope.errors import OverlapscopeError
+from overlapscope.ingest.nsys import read_nsys
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 NSYS_DIR = SHARED / "traces" / "nsys"
@@ -205,3 +209,362 @@ def test_real_file_is_left_untouched(tmp_path):
     read_nsys(MFU)
     assert hashlib.sha256(MFU.read_bytes()).hexdigest() == before
     assert not list(NSYS_DIR.glob("*-journal")) and not list(NSYS_DIR.glob("*-wal"))
+
+
+# --------------------------------------------------------------------------- synthetic exports
+S0 = SESSION_START_UTC_NS
+ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+SENDRECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+GENERIC = "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def two_rank_report() -> Export:
+    """pid 200 on device 1 and pid 300 on device 0 (so device order differs from pid order); pid 400
+    has NVTX but no GPU work. Both GPU processes reuse correlation ids 101, 102, ..."""
+    e = Export(processes={200: "python3", 300: "python3", 400: "python3"}, domains={5: "NCCL"},
+               gpus={0: "NVIDIA H100", 1: "NVIDIA H100"})
+    e.ranges += [
+        Range(200, "ProfilerStep#1", 0, 10_000), Range(200, "ProfilerStep#2", 10_000, 20_000, registered=True),
+        Range(200, "FSDP::all_gather (layers.0), op_id = 7", 800, 1_000),
+        Range(200, "epoch", 0, 20_000, tid=201, start_end=True),
+        # NCCL domain 5 (known from its create row), payloads as JSON.
+        Range(200, "ncclAllReduce", 850, 950, domain=5, registered=True,
+              json='{"NCCL communicator ID": 48879, "Message size [bytes]": 4096, "Reduction operation": "sum"}'),
+        Range(200, "ncclGroupStart", 10_600, 10_610, domain=5),
+        Range(200, "ncclSend", 10_620, 10_630, domain=5, json='{"NCCL communicator ID": 7, "Message size [bytes]": 100}'),
+        Range(200, "ncclRecv", 10_640, 10_650, domain=5, json='{"NCCL communicator ID": 7, "Message size [bytes]": 200}'),
+        Range(200, "ncclGroupEnd", 10_790, 10_900, domain=5),
+        Range(300, "ProfilerStep#1", 0, 10_000),
+        Range(400, "ProfilerStep#1", 0, 10_000),
+    ]
+    e.kernels += [
+        Kernel(200, 1, 7, "void gemm<1>(float*)", 1_000, 5_000, launch=500),
+        Kernel(200, 1, 20, GENERIC, 4_000, 8_000, launch=900),  # collective only from the NCCL range
+        Kernel(200, 1, 7, "void gemm<1>(float*)", 11_000, 12_000, launch=10_500),
+        Kernel(200, 1, 20, SENDRECV, 11_500, 14_000, launch=10_800),
+        Kernel(200, 1, 7, "void late<2>()", 15_000, 16_000),  # launch cut off by windowing
+        Kernel(300, 0, 7, "void gemm<1>(float*)", 2_000, 3_000, launch=300),
+    ]
+    e.copies += [Copy(200, 1, 7, 12_500, 13_000, nbytes=64, copy_kind=2, src_kind=2, dst_kind=1, launch=10_850),
+                 Copy(200, 1, 7, 14_000, 14_500, nbytes=32, memset=True, launch=10_860)]
+    e.syncs += [Sync(200, 1, 7, 13_000, 13_500), Sync(400, 0, 7, 0, 100)]
+    return e
+
+
+@pytest.fixture
+def report(tmp_path):
+    return two_rank_report().write(tmp_path / "job.sqlite")
+
+
+def by_name(events: pd.DataFrame) -> pd.DataFrame:
+    return events.assign(name=events["name"].astype(str)).set_index("name")
+
+
+def test_ranks_by_device_and_gpu_processes_only(report):
+    traces = read_nsys(report)
+    assert [(t.rank, t.meta["pid"], t.meta["device"], t.rank_from, t.world_size) for t in traces] == \
+        [(0, 300, 0, "device", 2), (1, 200, 1, "device", 2)]
+    assert traces[1].meta["gpu_name"] == "NVIDIA H100" and traces[1].meta["hostname"] == "node0"
+    assert traces[1].meta["launches_unmatched"] == 1
+    assert set(traces[1].meta["threads"]) == {200, 201}
+
+
+def test_kinds_names_lanes_and_common_clock(report):
+    ev = read_nsys(report)[1].events
+    dev = ev[ev["kind"] != "annotation"].sort_values("start_ns")
+    assert list(zip(dev["kind"].astype(str), dev["name"].astype(str), dev["lane"].astype(str),
+                    dev["start_ns"] - S0, dev["end_ns"] - S0)) == [
+        ("compute", "void gemm<1>(float*)", "stream:7", 1_000, 5_000),
+        ("comm", GENERIC, "stream:20", 4_000, 8_000),
+        ("compute", "void gemm<1>(float*)", "stream:7", 11_000, 12_000),
+        ("comm", SENDRECV, "stream:20", 11_500, 14_000),
+        ("memcpy", "Memcpy DtoH (Device -> Pinned)", "stream:7", 12_500, 13_000),
+        ("sync", "Stream Sync", "stream:7", 13_000, 13_500),
+        ("memset", "Memset (Device)", "stream:7", 14_000, 14_500),
+        ("compute", "void late<2>()", "stream:7", 15_000, 16_000),
+    ]
+    assert dev["bytes"].tolist() == [-1, 4096, -1, 300, 64, -1, 32, -1]
+
+
+def test_launch_joined_on_correlation_and_pid(report):
+    low, high = read_nsys(report)
+    # Both processes have correlation id 101; each kernel must get its own process's launch.
+    k0 = low.events[low.events["kind"] == "compute"]
+    assert (k0["correlation"].tolist(), (k0["launch_ns"] - S0).tolist()) == ([101], [300])
+    dev = high.events[high.events["kind"] != "annotation"].sort_values("start_ns")
+    launch = dev["launch_ns"].to_numpy()
+    assert [x - S0 if x >= 0 else -1 for x in launch] == [500, 900, 10_500, 10_800, 10_850, 13_000, 10_860, -1]
+    assert dev["launch_lane"].astype(str).tolist() == ["thread:200"] * 7 + [""]
+
+
+def test_steps_from_nvtx_and_launch(report):
+    low, high = read_nsys(report)
+    assert high.steps.assign(start_ns=high.steps.start_ns - S0, end_ns=high.steps.end_ns - S0).to_dict("list") == \
+        {"step": [1, 2], "start_ns": [0, 10_000], "end_ns": [10_000, 20_000]}
+    dev = high.events[high.events["kind"] != "annotation"].sort_values("start_ns")
+    assert dev["step"].tolist() == [1, 1, 2, 2, 2, 2, 2, -1]
+    assert low.steps["step"].tolist() == [1]
+    assert read_nsys(report, no_steps=True)[1].steps.empty
+    assert (read_nsys(report, no_steps=True)[1].events["step"] == -1).all()
+
+
+def test_custom_step_pattern(tmp_path):
+    e = small_run()
+    e.ranges += [Range(10, "iteration 4", 0, 1_800), Range(10, "iteration 5", 1_800, 3_000)]
+    path = e.write(tmp_path / "r.sqlite")
+    assert read_nsys(path)[0].steps.empty  # default pattern: ProfilerStep#N or "step N"
+    t = read_nsys(path, step_pattern=r"iteration \d+")[0]
+    assert t.steps["step"].tolist() == [4, 5]
+    assert t.events.loc[t.events["kind"] == "compute", "step"].tolist() == [4]
+
+
+def test_nvtx_registered_strings_start_end_and_emit_nvtx_names(report):
+    ann = read_nsys(report)[1].events.query("kind == 'annotation'")
+    names = by_name(ann)
+    assert names.loc["ProfilerStep#2", "lane"] == "thread:200"  # registered: text NULL, name via textId
+    assert names.loc["epoch", "lane"] == "thread:201"  # start/end range on another thread
+    assert names.loc["epoch", "end_ns"] - S0 == 20_000
+    assert "FSDP::all_gather (layers.0)" in names.index  # ", op_id = 7" cut
+    assert len(ann) == 9
+
+
+def test_nccl_ranges_and_what_they_give_comm_kernels(report):
+    ev = read_nsys(report)[1].events
+    ann = by_name(ev[ev["kind"] == "annotation"])
+    assert ann.loc["ncclAllReduce", ["collective", "bytes", "group"]].tolist() == ["all_reduce", 4096, "nccl:48879"]
+    assert ann.loc["ncclSend", ["collective", "bytes"]].tolist() == ["send", 100]
+    assert ann.loc["ProfilerStep#1", "collective"] == ""
+    comm = by_name(ev[ev["kind"] == "comm"])
+    # A kernel whose name says no collective takes its launching NCCL range's.
+    assert comm.loc[GENERIC, ["collective", "bytes", "group"]].tolist() == ["all_reduce", 4096, "nccl:48879"]
+    # Grouped send + recv: the kernel is launched in ncclGroupEnd; bytes of the group's calls summed.
+    assert comm.loc[SENDRECV, ["collective", "bytes", "group"]].tolist() == ["send_recv", 300, "nccl:7"]
+
+
+def test_nccl_ranges_recognised_by_name_without_domain_rows(tmp_path):
+    e = two_rank_report()
+    e.domains = {}
+    ev = read_nsys(e.write(tmp_path / "r.sqlite"))[1].events
+    assert by_name(ev[ev["kind"] == "comm"]).loc[GENERIC, "collective"] == "all_reduce"
+
+
+def test_row_order_does_not_matter(tmp_path):
+    def table(seed: int) -> pd.DataFrame:
+        e = two_rank_report()
+        e.seed = seed
+        ev = read_nsys(e.write(tmp_path / f"s{seed}.sqlite"))[1].events.drop(columns="correlation")
+        ev = ev.astype({c: str for c in ev.columns if isinstance(ev[c].dtype, pd.CategoricalDtype)})
+        return ev.sort_values(["start_ns", "lane", "name", "end_ns"]).reset_index(drop=True)
+
+    pd.testing.assert_frame_equal(table(1), table(2))
+
+
+def test_comm_patterns_and_default_rule(tmp_path):
+    e = small_run()
+    e.kernels += [Kernel(10, 0, 9, "multimem_all_reduce_kernel<float>", 2_000, 2_500, launch=600),
+                  Kernel(10, 0, 9, "my_custom_allreduce", 2_500, 2_600, launch=700)]
+    path = e.write(tmp_path / "r.sqlite")
+    kinds = by_name(read_nsys(path)[0].events)["kind"].astype(str).to_dict()
+    assert (kinds["multimem_all_reduce_kernel<float>"], kinds["my_custom_allreduce"]) == ("comm", "compute")
+    kinds = by_name(read_nsys(path, comm_patterns=["custom_allreduce"])[0].events)["kind"].astype(str).to_dict()
+    assert kinds["my_custom_allreduce"] == "comm"
+
+
+def test_missing_optional_tables(tmp_path):
+    e = two_rank_report()
+    e.omit = {"NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_SESSION_START_TIME", "PROCESSES",
+              "ThreadNames", "TARGET_INFO_SYSTEM_ENV", "TARGET_INFO_GPU", "META_DATA_EXPORT",
+              "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+              "ENUM_NSYS_EVENT_TYPE", "ENUM_CUPTI_SYNC_TYPE", "ENUM_CUDA_MEMCPY_OPER", "ENUM_CUDA_MEM_KIND"}
+    low, high = read_nsys(e.write(tmp_path / "r.sqlite"))
+    assert (low.rank_from, high.meta["clock"], high.meta["hostname"]) == ("device", "session", "")
+    ev = high.events.sort_values("start_ns")
+    assert ev["kind"].astype(str).tolist() == ["compute", "comm", "compute", "comm", "memcpy", "compute"]
+    assert ev["start_ns"].tolist() == [1_000, 4_000, 11_000, 11_500, 12_500, 15_000]  # session-relative
+    assert (ev["launch_ns"] == -1).all() and high.steps.empty
+    assert ev.loc[ev["kind"] == "memcpy", "name"].tolist() == ["Memcpy Unknown"]
+
+
+def test_missing_optional_columns(tmp_path):
+    path = two_rank_report().write(tmp_path / "r.sqlite")
+    conn = sqlite3.connect(path)
+    for table, column in (("CUPTI_ACTIVITY_KIND_KERNEL", "demangledName"), ("CUPTI_ACTIVITY_KIND_KERNEL", "greenContextId"),
+                          ("NVTX_EVENTS", "jsonText"), ("NVTX_EVENTS", "domainId"),
+                          ("CUPTI_ACTIVITY_KIND_MEMCPY", "srcKind")):
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    conn.commit()
+    conn.close()
+    ev = read_nsys(path)[1].events
+    comm = by_name(ev[ev["kind"] == "comm"])  # names fall back to shortName
+    assert comm.loc["ncclDevKernel_SendRecv", ["collective", "bytes"]].tolist() == ["send_recv", -1]
+    assert comm.loc["ncclDevKernel_Generic", "collective"] == "all_reduce"  # NCCL range found by name
+    assert ev.loc[ev["kind"] == "memcpy", "name"].tolist() == ["Memcpy DtoH"]
+
+
+def one_process(pid: int, device: int, start: int, session: int = S0) -> Export:
+    return Export(processes={pid: "python3"}, session_start_utc_ns=session,
+                  kernels=[Kernel(pid, device, 7, "void gemm<1>(float*)", start, start + 1_000, launch=start - 100)])
+
+
+def test_directory_of_per_rank_reports_by_file_name(tmp_path):
+    one_process(11, 0, 1_000).write(tmp_path / "trainer_rank3.sqlite")
+    one_process(12, 0, 1_000).write(tmp_path / "trainer_rank1.sqlite")
+    traces = read_nsys(tmp_path)
+    assert [(t.rank, t.rank_from, t.meta["pid"], Path(t.source).name) for t in traces] == \
+        [(1, "filename", 12, "trainer_rank1.sqlite"), (3, "filename", 11, "trainer_rank3.sqlite")]
+
+
+def test_several_reports_share_one_clock(tmp_path):
+    one_process(11, 1, 5_000, session=S0).write(tmp_path / "a.sqlite")
+    one_process(12, 0, 1_000, session=S0 + 2_000_000).write(tmp_path / "b.sqlite")
+    traces = read_nsys(tmp_path)
+    assert [(t.rank, t.rank_from, t.meta["pid"]) for t in traces] == [(0, "device", 12), (1, "device", 11)]
+    starts = [int(t.events["start_ns"].min()) for t in traces]
+    assert starts == [S0 + 2_001_000, S0 + 5_000]
+
+
+def test_same_device_falls_back_to_process_order(tmp_path):
+    e = one_process(30, 0, 1_000)
+    e.processes[20] = "python3"
+    e.kernels.append(Kernel(20, 0, 7, "void gemm<1>(float*)", 2_000, 3_000, launch=1_500))
+    traces = read_nsys(e.write(tmp_path / "r.sqlite"))
+    assert [(t.rank, t.rank_from, t.meta["pid"]) for t in traces] == [(0, "process", 20), (1, "process", 30)]
+
+
+# --------------------------------------------------------------------------- bad input
+BAD = Path(__file__).parent / "data" / "nsys_bad"
+BAD_CASES = {
+    "not_sqlite.sqlite": "not an SQLite file",
+    "empty.sqlite": "empty file",
+    "no_kernel_table.sqlite": "no CUPTI_ACTIVITY_KIND_KERNEL table",
+    "no_gpu_activity.sqlite": "no GPU activity",
+    "truncated.sqlite": "truncated SQLite file",
+    "damaged.sqlite": "damaged or truncated SQLite file",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_CASES))
+def test_bad_corpus_one_line_error(name):
+    with pytest.raises(OverlapscopeError) as err:
+        read_nsys(BAD / name)
+    message = str(err.value)
+    assert BAD_CASES[name] in message and str(BAD / name) in message and "\n" not in message
+
+
+@pytest.mark.parametrize("name", sorted(BAD_CASES))
+def test_bad_corpus_exit_2_through_the_cli(name):
+    result = CliRunner().invoke(main, ["analyze", str(BAD / name), "--format", "json"])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and BAD_CASES[name] in lines[0] and result.stdout == ""
+
+
+def test_bad_corpus_is_what_the_builder_writes(tmp_path):
+    write_bad_corpus(tmp_path)
+    for name in BAD_CASES:
+        with pytest.raises(OverlapscopeError) as fresh:
+            read_nsys(tmp_path / name)
+        assert BAD_CASES[name] in str(fresh.value)
+
+
+def test_locked_file(tmp_path):
+    path = small_run().write(tmp_path / "busy.sqlite")
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(OverlapscopeError, match="locked by another process"):
+            read_nsys(path)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert len(read_nsys(path)) == 1  # and readable once the lock is gone
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads any file")
+def test_unreadable_file(tmp_path):
+    path = small_run().write(tmp_path / "secret.sqlite")
+    path.chmod(0)
+    try:
+        with pytest.raises(OverlapscopeError, match="cannot read"):
+            read_nsys(path)
+    finally:
+        path.chmod(0o600)
+
+
+def test_read_only_file_in_read_only_directory_is_read_and_left_alone(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = small_run().write(folder / "r.sqlite")
+    before = (path.read_bytes(), path.stat().st_mtime_ns)
+    path.chmod(stat.S_IRUSR | stat.S_IRGRP)
+    folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        assert len(read_nsys(path)) == 1
+        assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+        assert sorted(p.name for p in folder.iterdir()) == ["r.sqlite"]  # no journal, no WAL left behind
+    finally:
+        folder.chmod(0o700)
+
+
+def test_missing_path_and_empty_directory(tmp_path):
+    with pytest.raises(OverlapscopeError, match="no such file"):
+        read_nsys(tmp_path / "nope.sqlite")
+    with pytest.raises(OverlapscopeError, match="no .sqlite or .nsys-rep files"):
+        read_nsys(tmp_path)
+
+
+# --------------------------------------------------------------------------- .nsys-rep
+def test_nsys_rep_without_nsys_says_how_to_export(tmp_path, monkeypatch):
+    rep = tmp_path / "job.nsys-rep"
+    rep.write_bytes(b"report")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    with pytest.raises(OverlapscopeError) as err:
+        read_nsys(rep)
+    assert "nsys export --type sqlite -o job.sqlite" in str(err.value) and "\n" not in str(err.value)
+    result = CliRunner().invoke(main, ["analyze", str(rep)])
+    assert result.exit_code == 2 and "nsys export --type sqlite" in result.stderr
+
+
+def fake_nsys(bin_dir: Path, body: str) -> None:
+    """An `nsys` stand-in for machines without Nsight Systems: it only answers `export`."""
+    bin_dir.mkdir()
+    script = bin_dir / "nsys"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+
+
+def test_nsys_rep_is_exported_to_a_temporary_file(tmp_path, monkeypatch):
+    exported = small_run().write(tmp_path / "made_by_nsys.sqlite")
+    rep = tmp_path / "job.nsys-rep"
+    rep.write_bytes(b"report")
+    # Copy the prepared export to the path given after --output, as `nsys export` writes it.
+    fake_nsys(tmp_path / "bin", f'while [ "$1" != "--output" ]; do shift; done; cp "{exported}" "$2"\n')
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    (t,) = read_nsys(rep)
+    assert t.source == str(rep) and len(t.events) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "job.nsys-rep", "made_by_nsys.sqlite"]
+
+
+def test_nsys_rep_export_failure_is_one_line(tmp_path, monkeypatch):
+    rep = tmp_path / "job.nsys-rep"
+    rep.write_bytes(b"report")
+    fake_nsys(tmp_path / "bin", 'echo "Importer error: file is corrupt" >&2\nexit 1\n')
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    with pytest.raises(OverlapscopeError, match="Importer error: file is corrupt"):
+        read_nsys(rep)
+
+
+# --------------------------------------------------------------------------- through load_run / the CLI
+def test_analyze_cli_on_one_report_and_a_directory(tmp_path):
+    report = two_rank_report().write(tmp_path / "job.sqlite")
+    result = CliRunner().invoke(main, ["analyze", str(report), "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    assert '"rank":1' in result.stdout.replace(" ", "")
+    per_rank = tmp_path / "per_rank"
+    per_rank.mkdir()
+    one_process(11, 0, 1_000).write(per_rank / "rank0.sqlite")
+    one_process(12, 0, 1_000).write(per_rank / "rank1.sqlite")
+    run = overlapscope.load_run(per_rank)
+    assert [(t.rank, t.rank_from) for t in run.ranks] == [(0, "filename"), (1, "filename")]
+    result = CliRunner().invoke(main, ["analyze", str(per_rank), "--format", "json"])
+    assert result.exit_code == 0, result.stderr

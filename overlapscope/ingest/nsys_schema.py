@@ -64,6 +64,8 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
             header = fh.read(100)
     except OSError as exc:
         raise TraceError(f"cannot read ({exc.strerror})", path) from exc
+    if not header:
+        raise TraceError("empty file; export the report with `nsys export --type sqlite`", path)
     if len(header) < 100 or header[:16] != SQLITE_MAGIC:
         raise TraceError("not an SQLite file; export the report with `nsys export --type sqlite`", path)
     _check_not_truncated(path, header)
