@@ -568,3 +568,97 @@ def test_analyze_cli_on_one_report_and_a_directory(tmp_path):
     assert [(t.rank, t.rank_from) for t in run.ranks] == [(0, "filename"), (1, "filename")]
     result = CliRunner().invoke(main, ["analyze", str(per_rank), "--format", "json"])
     assert result.exit_code == 0, result.stderr
+
+
+# --------------------------------------------------------------------------- the Kineto twin
+MAIN = 100  # the launching thread in both formats (Kineto tid, nsys tid of each rank's process)
+
+
+def twin_spec(rank: int) -> dict[str, list[tuple]]:
+    """One rank of a 2-step run, relative ns. Step 1: compute on stream 7 overlaps an AllReduce on
+    stream 20, a memcpy hides under the comm; step 2: an AllGather on the compute stream, an exposed
+    memcpy, a sync. Rank 1 is shifted and its AllReduce lasts longer."""
+    d, extra = 500 * rank, 3_000 * rank
+    return {
+        "steps": [(1, 0 + d, 50_000 + d), (2, 50_000 + d, 100_000 + d)],
+        "annotations": [("layer0", 1_000 + d, 30_000 + d), ("layer1", 51_000 + d, 80_000 + d)],
+        "kernels": [  # name, stream, start, end, launch
+            ("void gemm<1>(float*)", 7, 10_000 + d, 30_000 + d, 2_000 + d),
+            (ALLREDUCE, 20, 20_000 + d, 40_000 + d + extra, 3_000 + d),
+            ("void gemm<1>(float*)", 7, 60_000 + d, 70_000 + d, 52_000 + d),
+            ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 7, 70_000 + d, 75_000 + d, 53_000 + d),
+            ("void relu<3>(float*)", 7, 76_000 + d, 77_000 + d, 53_500 + d),
+        ],
+        "memcpy": [(7, 35_000 + d, 38_000 + d, 4_000 + d), (7, 80_000 + d, 82_000 + d, 54_000 + d)],
+        "sync": [(7, 82_000 + d, 83_000 + d)],
+    }
+
+
+def twin_as_kineto(rank: int) -> KinetoTrace:
+    spec = twin_spec(rank)
+    t = KinetoTrace(rank=rank, world_size=2, base_ns=S0)
+    for n, s, e in spec["steps"]:
+        t.step(n, s, e)
+    for name, s, e in spec["annotations"]:
+        t.annotation(name, s, e)
+    for name, stream, s, e, launch in spec["kernels"]:
+        t.kernel(name, s, e, stream=stream, launch_ns=launch)
+    for stream, s, e, launch in spec["memcpy"]:
+        t.memcpy(s, e, stream=stream, launch_ns=launch)
+    for stream, s, e in spec["sync"]:
+        t.sync(s, e, stream=stream)
+    return t
+
+
+def twin_as_nsys() -> Export:
+    """Both ranks in one report, as `nsys profile torchrun ...` writes it: rank r is pid 1000 + r on device r."""
+    e = Export(processes={1000: "python3", 1001: "python3"})
+    for rank in (0, 1):
+        spec, pid = twin_spec(rank), 1000 + rank
+        e.ranges += [Range(pid, f"ProfilerStep#{n}", s, end, tid=MAIN) for n, s, end in spec["steps"]]
+        e.ranges += [Range(pid, name, s, end, tid=MAIN) for name, s, end in spec["annotations"]]
+        e.kernels += [Kernel(pid, rank, stream, name, s, end, launch=launch, tid=MAIN)
+                      for name, stream, s, end, launch in spec["kernels"]]
+        e.copies += [Copy(pid, rank, stream, s, end, copy_kind=8, src_kind=2, dst_kind=2, launch=launch, tid=MAIN)
+                     for stream, s, end, launch in spec["memcpy"]]
+        e.syncs += [Sync(pid, rank, stream, s, end) for stream, s, end in spec["sync"]]
+    return e
+
+
+def comparable(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.drop(columns=[c for c in ("source",) if c in frame.columns])
+    return frame.astype({c: str for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)}
+                        ).reset_index(drop=True)
+
+
+@pytest.mark.parametrize("no_steps", [False, True])
+def test_kineto_twin_gives_identical_analysis(tmp_path, no_steps):
+    kdir = tmp_path / "kineto"
+    kdir.mkdir()
+    for rank in (0, 1):
+        twin_as_kineto(rank).write(kdir / f"rank{rank}.trace.json")
+    kineto = overlapscope.analyze(overlapscope.load_run(kdir), no_steps=no_steps)
+    nsys = overlapscope.analyze(overlapscope.load_run(twin_as_nsys().write(tmp_path / "twin.sqlite")),
+                                no_steps=no_steps)
+    for section in ("steps", "totals", "by_collective", "by_group", "by_scope"):
+        pd.testing.assert_frame_equal(comparable(getattr(nsys, section)), comparable(getattr(kineto, section)),
+                                      obj=section)
+    totals = nsys.totals.set_index("rank")
+    assert totals.loc[0, "exposed_comm_ns"] > 0 and totals.loc[1, "exposed_comm_ns"] > totals.loc[0, "exposed_comm_ns"]
+
+
+def test_kineto_twin_gives_identical_device_events(tmp_path):
+    kineto = overlapscope.load_run(twin_as_kineto(0).write(tmp_path / "rank0.trace.json")).ranks[0].events
+    nsys = read_nsys(twin_as_nsys().write(tmp_path / "twin.sqlite"))[0].events
+    cols = ["lane", "kind", "name", "start_ns", "end_ns", "collective", "bytes", "group", "step", "launch_ns",
+            "launch_lane"]
+
+    def device(ev: pd.DataFrame) -> pd.DataFrame:
+        ev = comparable(ev[~ev["kind"].isin(["annotation", "cpu_op"])][cols])
+        return ev.sort_values(["start_ns", "lane"]).reset_index(drop=True)
+
+    n, k = device(nsys), device(kineto)
+    # nsys also reports copy sizes (the Kineto reader leaves them unknown); everything else is equal.
+    assert n.loc[n["kind"] == "memcpy", "bytes"].tolist() == [1024, 1024]
+    pd.testing.assert_frame_equal(n.drop(columns="bytes"), k.drop(columns="bytes"))
+    assert n.loc[n["kind"] != "memcpy", "bytes"].tolist() == k.loc[k["kind"] != "memcpy", "bytes"].tolist()
