@@ -658,7 +658,14 @@ def test_kineto_twin_gives_identical_device_events(tmp_path):
         return ev.sort_values(["start_ns", "lane"]).reset_index(drop=True)
 
     n, k = device(nsys), device(kineto)
-    # nsys also reports copy sizes (the Kineto reader leaves them unknown); everything else is equal.
+    # Two differences, both nsys knowing more: copy sizes (the Kineto reader leaves them unknown) and
+    # the cudaStreamSynchronize call behind a sync row (its correlationId), hence its step.
     assert n.loc[n["kind"] == "memcpy", "bytes"].tolist() == [1024, 1024]
-    pd.testing.assert_frame_equal(n.drop(columns="bytes"), k.drop(columns="bytes"))
-    assert n.loc[n["kind"] != "memcpy", "bytes"].tolist() == k.loc[k["kind"] != "memcpy", "bytes"].tolist()
+    assert n.loc[n["kind"] == "sync", ["step", "launch_ns", "launch_lane"]].values.tolist() == \
+        [[2, S0 + 82_000, "thread:1000"]]
+    same = ["bytes", "step", "launch_ns", "launch_lane"]
+    pd.testing.assert_frame_equal(n.drop(columns=same), k.drop(columns=same))
+    plain = (n["kind"] != "sync") & (n["kind"] != "memcpy")
+    pd.testing.assert_frame_equal(n[plain], k[plain])
+    pd.testing.assert_frame_equal(n[n["kind"] == "memcpy"].drop(columns="bytes"),
+                                  k[k["kind"] == "memcpy"].drop(columns="bytes"))
