@@ -210,18 +210,32 @@ def _read_device(conn: Any, schema: S.Schema, source: Path, comm_patterns: tuple
            f"SELECT d.*, {launch_cols} FROM d {launch} WHERE d.end >= d.start")
     dev = S.fetch(conn, sql, _DEVICE_COLS, {})
     # Name, kind and collective per distinct (kind, a, b, c): a is the kernel's StringIds id.
-    combos, inverse = np.unique(np.stack([dev["kind"], dev["a"], dev["b"], dev["c"]], axis=1), axis=0,
-                                return_inverse=True)
+    inverse, first = _combo_codes(dev)
+    combos = np.stack([dev["kind"], dev["a"], dev["b"], dev["c"]], axis=1)[first]
     names = _combo_names(conn, schema, combos)
     kinds = np.array(["compute", "memcpy", "memset", "sync"], dtype=object)[combos[:, 0]]
     is_kernel = combos[:, 0] == _KERNEL
     comm = is_kernel & is_comm_name(list(names), comm_patterns)
     kinds[comm] = "comm"
     collectives = np.array([collective_of(n) if c else "" for n, c in zip(names, comm)], dtype=object)
-    inverse = inverse.reshape(-1)
     dev.update(name=names[inverse], kind_name=kinds[inverse], collective=collectives[inverse])
     dev["gpu"] = dev["kind"] != _SYNC  # sync rows alone do not make a process a GPU process
     return dev
+
+
+def _combo_codes(dev: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Code per row of its distinct (kind, a, b, c) and the first row of each code, by hashing one int64."""
+    parts = (dev["kind"], dev["a"], dev["b"], dev["c"])
+    if dev["a"].size and all(p.min() >= 0 for p in parts[2:]) and max(int(p.max()) for p in parts[2:]) < 256 \
+            and 0 <= dev["a"].min() and dev["a"].max() < 2**40:
+        key = (dev["kind"] << 56) | (dev["a"] << 16) | (dev["b"] << 8) | dev["c"]
+    else:  # unusual enum values: fall back to sorting whole rows
+        _, key = np.unique(np.stack(parts, axis=1), axis=0, return_inverse=True)
+        key = key.reshape(-1)
+    c, _ = S.codes(key)
+    first = np.full(int(c.max()) + 1 if c.size else 0, -1, dtype=np.int64)
+    first[c[::-1]] = np.arange(c.size - 1, -1, -1)  # last write wins: the first row of each code
+    return c, first
 
 
 def _combo_names(conn: Any, schema: S.Schema, combos: np.ndarray) -> np.ndarray:
@@ -283,8 +297,7 @@ def _build_process(key: int, rows: np.ndarray, dev: dict[str, np.ndarray], nvtx:
     device_cols["bytes"][device_cols["kind"] == "sync"] = -1
     nvtx = nvtx.shifted(offset)
     attach_nccl(device_cols, launch_tid, nvtx)
-    steps = (step_ranges(nvtx.name, nvtx.start_ns, nvtx.end_ns, step_pattern) if step_pattern
-             else step_ranges(np.array([], dtype=object), np.array([], np.int64), np.array([], np.int64)))
+    steps = _steps(nvtx, step_pattern)
     device_cols["step"] = steps_at(launch_ns, steps)
     cols = _concat(device_cols, nvtx.as_columns(steps_at(nvtx.start_ns, steps)))
     used_tids = set(np.unique(launch_tid[known]).tolist()) | set(np.unique(nvtx.tid).tolist())
@@ -302,11 +315,21 @@ def _build_process(key: int, rows: np.ndarray, dev: dict[str, np.ndarray], nvtx:
                     steps=steps, meta=meta)
 
 
+def _steps(nvtx: NvtxRanges, pattern: str | None) -> pd.DataFrame:
+    """Step ranges among the NVTX ranges; the pattern is tried once per distinct name."""
+    sel = np.zeros(nvtx.name.size, dtype=bool)
+    if pattern and nvtx.name.size:
+        rx = re.compile(pattern, re.IGNORECASE)
+        code, uniq = S.codes(nvtx.name)
+        sel = np.array([bool(rx.fullmatch(str(u))) for u in uniq], dtype=bool)[code]
+    return step_ranges(nvtx.name[sel], nvtx.start_ns[sel], nvtx.end_ns[sel], pattern or DEFAULT_STEP_PATTERN)
+
+
 def _labels(prefix: str, values: np.ndarray) -> np.ndarray:
     """`prefix + str(v)` per row, formatting each distinct value once."""
-    uniq, inverse = np.unique(np.asarray(values, dtype=np.int64), return_inverse=True)
+    c, uniq = S.codes(np.asarray(values, dtype=np.int64))
     text = np.array([f"{prefix}{u}" for u in uniq.tolist()], dtype=object)
-    return text[inverse.reshape(-1)] if values.size else np.array([], dtype=object)
+    return text[c] if c.size else np.array([], dtype=object)
 
 
 def _concat(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -52,8 +52,8 @@ class NvtxRanges:
 
     def as_columns(self, step: np.ndarray) -> dict[str, np.ndarray]:
         """Event-table columns: kind `annotation` on lane `thread:<tid>`."""
-        uniq, inverse = np.unique(self.tid, return_inverse=True)
-        lanes = np.array([f"thread:{t}" for t in uniq.tolist()], dtype=object)[inverse.reshape(-1)]
+        code, uniq = S.codes(self.tid)
+        lanes = np.array([f"thread:{t}" for t in uniq.tolist()], dtype=object)[code]
         n = self.tid.size
         return {
             "lane": lanes, "kind": np.full(n, "annotation", dtype=object), "name": self.name,
@@ -90,14 +90,13 @@ def read_nvtx(conn: Any, schema: S.Schema, keys: Sequence[int]) -> NvtxRanges:
     raw = S.fetch(conn, sql, cols, {"name": "object", "payload": "object"})
     names = _normalize(raw["name"])
     domains = _domain_names(conn, schema, types)
-    nccl_domain = np.array([domains.get(int(d), "") == "NCCL" for d in np.unique(raw["domain"])], dtype=bool)
-    in_nccl_domain = nccl_domain[np.searchsorted(np.unique(raw["domain"]), raw["domain"])] \
-        if raw["domain"].size else np.array([], bool)
-    cats = pd.Categorical(names)
-    named_nccl = np.array([bool(_NCCL_NAME.match(c)) for c in cats.categories], dtype=bool)
-    nccl = in_nccl_domain | (named_nccl[cats.codes] if names.size else np.array([], bool))
-    coll_of_cat = np.array([collective_of(c) for c in cats.categories], dtype=object)
-    collective = np.where(nccl, coll_of_cat[cats.codes] if names.size else names, "").astype(object)
+    dcode, duniq = S.codes(raw["domain"])
+    in_nccl_domain = np.array([domains.get(int(d), "") == "NCCL" for d in duniq], dtype=bool)[dcode]
+    code, uniq = S.codes(names)
+    named_nccl = np.array([bool(_NCCL_NAME.match(str(u))) for u in uniq], dtype=bool)
+    nccl = in_nccl_domain | named_nccl[code]
+    coll_of_name = np.array([collective_of(str(u)) for u in uniq], dtype=object)
+    collective = np.where(nccl, coll_of_name[code], "").astype(object)
     nbytes, group = _parse_payload(raw["payload"], nccl)
     return NvtxRanges(raw["key"], raw["tid"], names, raw["start"], raw["end"], nccl, collective, nbytes, group)
 
@@ -119,9 +118,9 @@ def _normalize(names: np.ndarray) -> np.ndarray:
     """Strip emit_nvtx suffixes, once per distinct name."""
     if names.size == 0:
         return np.array([], dtype=object)
-    codes, uniq = pd.factorize(pd.Series(names, dtype=object).fillna(""), sort=False)
+    code, uniq = S.codes(np.where(pd.isna(names), "", names))
     clean = np.array([_EMIT_NVTX_SUFFIX.sub("", str(u)) for u in uniq], dtype=object)
-    return clean[codes]
+    return clean[code]
 
 
 def _domain_names(conn: Any, schema: S.Schema, types: dict[str, int]) -> dict[int, str]:

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_S = 1.0
 """How long to wait for another process's lock (nsys still writing the export) before giving up."""
+FETCH_CHUNK_ROWS = 100_000
 _MAX_SQL_VARS = 30_000  # below SQLite's default limit of 32766 host parameters
 
 # Fallbacks when a (very old or stripped) export lacks its ENUM tables; values of schema 3.x.
@@ -131,15 +132,24 @@ def enum_labels(conn: sqlite3.Connection, schema: Schema, table: str) -> dict[in
 
 def fetch(conn: sqlite3.Connection, sql: str, columns: Sequence[str], dtypes: dict[str, str],
           params: Sequence[object] = ()) -> dict[str, np.ndarray]:
-    """Run `sql` and return its columns as arrays; NULLs in integer columns must be COALESCEd in SQL."""
-    rows = conn.execute(sql, params).fetchall()
-    frame = pd.DataFrame.from_records(rows, columns=list(columns), nrows=len(rows))
-    out: dict[str, np.ndarray] = {}
-    for col in columns:
-        dtype = dtypes.get(col, "int64")
-        series = frame[col]
-        out[col] = series.to_numpy(dtype=object) if dtype == "object" else series.to_numpy(dtype=dtype)
-    return out
+    """Run `sql` and return its columns as arrays; NULLs in integer columns must be COALESCEd in SQL.
+
+    Rows arrive in chunks so that only one chunk is ever held as Python tuples; zip(*rows)
+    transposes a chunk in C and each column converts in one NumPy call.
+    """
+    kinds = [object if dtypes.get(col) == "object" else np.int64 for col in columns]
+    parts: list[list[np.ndarray]] = [[] for _ in columns]
+    cursor = conn.execute(sql, params)
+    while rows := cursor.fetchmany(FETCH_CHUNK_ROWS):
+        for i, values in enumerate(zip(*rows)):
+            parts[i].append(np.array(values, dtype=kinds[i]))
+    return {col: np.concatenate(p) if p else np.array([], dtype=k) for col, p, k in zip(columns, parts, kinds)}
+
+
+def codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, uniques) by hashing, not sorting: uniques in order of first appearance."""
+    c, u = pd.factorize(np.asarray(values), sort=False)
+    return c, np.asarray(u)
 
 
 def strings(conn: sqlite3.Connection, schema: Schema, ids: np.ndarray) -> dict[int, str]:
@@ -158,10 +168,9 @@ def strings(conn: sqlite3.Connection, schema: Schema, ids: np.ndarray) -> dict[i
 
 def lookup(ids: np.ndarray, table: dict[int, str], missing: str = "") -> np.ndarray:
     """Map an int array through `table` via its distinct values (one dict lookup per distinct id)."""
-    ids = np.asarray(ids, dtype=np.int64)
-    uniq, inverse = np.unique(ids, return_inverse=True)
-    values = np.array([table.get(int(u), missing) for u in uniq], dtype=object)
-    return values[inverse.reshape(-1)] if ids.size else np.array([], dtype=object)
+    c, uniq = codes(np.asarray(ids, dtype=np.int64))
+    values = np.array([table.get(int(u), missing) for u in uniq.tolist()], dtype=object)
+    return values[c] if c.size else np.array([], dtype=object)
 
 
 def table_rows(conn: sqlite3.Connection, schema: Schema, table: str) -> int:
