@@ -165,7 +165,6 @@ class Export:
                             (SYNC, syncs), ("NVTX_EVENTS", nvtx)):
             rng.shuffle(rows)
             _insert(conn, table, rows, self.omit)
-        _insert(conn, "StringIds", [{"id": i, "value": v} for v, i in strings.items()], self.omit)
         _insert(conn, "PROCESSES", [{"globalPid": global_pid(p), "pid": p, "name": n}
                                     for p, n in self.processes.items()], self.omit)
         _insert(conn, "ThreadNames", [{"nameId": sid("python3"), "priority": 0, "globalTid": global_tid(p, p)}
@@ -178,6 +177,7 @@ class Export:
                                                   "nameEnum": 0, "value": self.hostname}], self.omit)
         _insert(conn, "TARGET_INFO_GPU", [{"vmId": VM_ID, "id": i, "name": n} for i, n in self.gpus.items()],
                 self.omit)
+        _insert(conn, "StringIds", [{"id": i, "value": v} for v, i in strings.items()], self.omit)
         _insert(conn, "META_DATA_EXPORT", [{"name": "EXPORT_SCHEMA_VERSION", "value": "3.25.0"},
                                            {"name": "EXPORT_PRODUCT_VERSION", "value": "synthetic"}], self.omit)
 

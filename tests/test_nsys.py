@@ -266,7 +266,7 @@ def test_ranks_by_device_and_gpu_processes_only(report):
         [(0, 300, 0, "device", 2), (1, 200, 1, "device", 2)]
     assert traces[1].meta["gpu_name"] == "NVIDIA H100" and traces[1].meta["hostname"] == "node0"
     assert traces[1].meta["launches_unmatched"] == 1
-    assert set(traces[1].meta["threads"]) == {200, 201}
+    assert traces[1].meta["threads"] == {"200": "python3", "201": ""}
 
 
 def test_kinds_names_lanes_and_common_clock(report):
@@ -419,6 +419,7 @@ def test_several_reports_share_one_clock(tmp_path):
     one_process(12, 0, 1_000, session=S0 + 2_000_000).write(tmp_path / "b.sqlite")
     traces = read_nsys(tmp_path)
     assert [(t.rank, t.rank_from, t.meta["pid"]) for t in traces] == [(0, "device", 12), (1, "device", 11)]
+    assert [t.rank for t in read_nsys([tmp_path / "b.sqlite", tmp_path / "a.sqlite"])] == [0, 1]
     starts = [int(t.events["start_ns"].min()) for t in traces]
     assert starts == [S0 + 2_001_000, S0 + 5_000]
 

@@ -59,10 +59,15 @@ class _Process:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def read_nsys(path: str | Path, *, step_pattern: str = DEFAULT_STEP_PATTERN,
+def read_nsys(path: str | Path | Sequence[str | Path], *, step_pattern: str = DEFAULT_STEP_PATTERN,
               comm_patterns: Sequence[str] = (), no_steps: bool = False) -> list[RankTrace]:
-    """Read an nsys SQLite export, a `.nsys-rep` report, or a directory of them: one RankTrace per rank."""
-    files = report_files(Path(path))
+    """Read an nsys SQLite export, a `.nsys-rep` report, a directory of them, or a list of such paths.
+
+    Returns one RankTrace per process with GPU work, sorted by rank. Ranks are assigned over all
+    the files together (see `_assign_ranks`), so pass every export of one run in one call.
+    """
+    paths = [path] if isinstance(path, (str, Path)) else list(path)
+    files = sorted({f for p in paths for f in report_files(Path(p))})
     procs: list[_Process] = []
     for file in files:
         procs.extend(_read_report(file, step_pattern=step_pattern, comm_patterns=tuple(comm_patterns),
@@ -185,9 +190,10 @@ def _device_select(schema: S.Schema, table: str, kind: int) -> str | None:
         a, b, c, nbytes = col("memKind"), "0", "0", col("bytes")
     else:
         a, b, c, nbytes = schema.pick(table, "syncType", "deprecatedSyncType") or "-1", "0", "0", "-1"
-    return (f"SELECT {kind}, start, end, streamId, deviceId, COALESCE({col('correlationId')}, -1), "
-            f"COALESCE({col('globalPid', 'NULL')}, 0) >> 24, COALESCE({a}, -1), COALESCE({b}, -1), "
-            f"COALESCE({c}, -1), COALESCE({nbytes}, -1) FROM {table}")
+    return (f"SELECT {kind}, start, end, COALESCE(streamId, -1), COALESCE(deviceId, -1), "
+            f"COALESCE({col('correlationId')}, -1), COALESCE({col('globalPid', 'NULL')}, 0) >> 24, "
+            f"COALESCE({a}, -1), COALESCE({b}, -1), COALESCE({c}, -1), COALESCE({nbytes}, -1) FROM {table} "
+            "WHERE start IS NOT NULL AND end IS NOT NULL")
 
 
 _DEVICE_COLS = ("kind", "start", "end", "stream", "device", "corr", "key", "a", "b", "c", "bytes", "launch", "gtid")
@@ -305,7 +311,7 @@ def _build_process(key: int, rows: np.ndarray, dev: dict[str, np.ndarray], nvtx:
         "pid": pid, "device": devices[0] if len(devices) == 1 else list(devices), "hostname": hostname,
         "process_name": procs.get(key, ""), "clock": info["clock"], "session_start_utc_ns": offset,
         "nsys_version": info.get("nsys_version", ""), "schema_version": info.get("schema_version", ""),
-        "threads": {t: threads.get((key << 24) | t, "") for t in sorted(used_tids)},
+        "threads": {str(t): threads.get((key << 24) | t, "") for t in sorted(used_tids)},
         "launches_unmatched": int((~known & dev["gpu"][rows]).sum()),
     }
     gpus = info.get("gpus", {})
@@ -337,7 +343,8 @@ def _concat(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.
 
 
 def _assign_ranks(procs: list[_Process]) -> list[tuple[int, str]]:
-    """Rank per process: from a `rank<N>` file name (one process per file), else by CUDA device, else order."""
+    """Rank per process: from a `rank<N>` file name (one process per file, numbers distinct), else by
+    (host, CUDA device) when each process uses one device and no two share one, else by (file, pid)."""
     per_file: dict[str, int] = {}
     for p in procs:
         per_file[p.source] = per_file.get(p.source, 0) + 1
@@ -345,7 +352,8 @@ def _assign_ranks(procs: list[_Process]) -> list[tuple[int, str]]:
     if (all(per_file[p.source] == 1 for p in procs) and all(n is not None for n in numbers)
             and len(set(numbers)) == len(numbers)):
         return [(int(n), "filename") for n in numbers]  # type: ignore[arg-type]
-    device_keys = [(p.hostname, p.devices[0]) if len(p.devices) == 1 else None for p in procs]
+    # Host name, then the VM/host id nsys puts above the pid (several hosts in one report), then device.
+    device_keys = [(p.hostname, p.key >> 24, p.devices[0]) if len(p.devices) == 1 else None for p in procs]
     if all(k is not None for k in device_keys) and len(set(device_keys)) == len(device_keys):
         order = sorted(range(len(procs)), key=lambda i: device_keys[i])  # type: ignore[arg-type,return-value]
         how = "device"
