@@ -69,7 +69,8 @@ elif mode == "reader":
 else:
     conn = sqlite3.connect(f"file:{{path}}?mode=ro", uri=True)
     frames = [pd.read_sql_query(
-        "SELECT k.*, s.value AS name FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName", conn)]
+        "SELECT k.*, s.value AS name FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+        "JOIN StringIds s ON s.id = k.demangledName", conn)]
     for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
               "CUPTI_ACTIVITY_KIND_RUNTIME"):
         frames.append(pd.read_sql_query(f"SELECT * FROM {{t}}", conn))
@@ -110,7 +111,8 @@ def main() -> None:
               f"({reader['rows']:,} event rows out), peak RSS {reader['peak_rss_mib']:.0f} MiB")
         print(f"reference:   {reference['seconds']:.2f} s, {source_rows / reference['seconds']:,.0f} rows/s "
               f"(pandas.read_sql_query of the same tables), peak RSS {reference['peak_rss_mib']:.0f} MiB")
-        print(f"(an interpreter with numpy, pandas and overlapscope imported peaks at {baseline['peak_rss_mib']:.0f} MiB)")
+        print(f"(an interpreter with numpy, pandas and overlapscope imported peaks at "
+              f"{baseline['peak_rss_mib']:.0f} MiB)")
         print(f"ratio reader/reference: time {reader['seconds'] / reference['seconds']:.2f}, "
               f"peak memory {reader['peak_rss_mib'] / reference['peak_rss_mib']:.2f}")
 

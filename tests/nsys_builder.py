@@ -145,7 +145,8 @@ class Export:
             else:
                 memcpy.append({**row, "copyKind": cp.copy_kind, "srcKind": cp.src_kind, "dstKind": cp.dst_kind})
             if cp.launch is not None:
-                runtime.append(_api(cp.pid, cp.tid, cp.launch, c, sid("cudaMemsetAsync" if cp.memset else "cudaMemcpyAsync")))
+                api = "cudaMemsetAsync" if cp.memset else "cudaMemcpyAsync"
+                runtime.append(_api(cp.pid, cp.tid, cp.launch, c, sid(api)))
         syncs = []
         for s in self.syncs:
             c = next_corr(s.pid)
@@ -183,7 +184,8 @@ class Export:
 
 
 def _api(pid: int, tid: int | None, start: int, corr: int, name_id: int) -> dict:
-    return {"start": start, "end": start + 1_000, "eventClass": 0, "globalTid": global_tid(pid, pid if tid is None else tid),
+    return {"start": start, "end": start + 1_000, "eventClass": 0,
+            "globalTid": global_tid(pid, pid if tid is None else tid),
             "correlationId": corr, "nameId": name_id, "returnValue": 0}
 
 

@@ -12,8 +12,17 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 from kineto_builder import KinetoTrace
-from nsys_builder import (CREATE_STATEMENTS, SESSION_START_UTC_NS, Copy, Export, Kernel, Range, Sync,
-                          small_run, write_bad_corpus)
+from nsys_builder import (
+    CREATE_STATEMENTS,
+    SESSION_START_UTC_NS,
+    Copy,
+    Export,
+    Kernel,
+    Range,
+    Sync,
+    small_run,
+    write_bad_corpus,
+)
 
 import overlapscope
 from overlapscope.cli import main
@@ -173,7 +182,8 @@ def test_exposed_comm_equals_direct_sql(mfu):
         (lo, hi), = sql(MFU, f"""SELECT min(s), max(e) FROM (
             SELECT start AS s, end AS e, globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL
             SELECT start, end, globalPid FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL
-            SELECT start, end, globalPid FROM CUPTI_ACTIVITY_KIND_MEMSET) WHERE ((globalPid >> 24) & 16777215) = {pid}""")
+            SELECT start, end, globalPid FROM CUPTI_ACTIVITY_KIND_MEMSET)
+            WHERE ((globalPid >> 24) & 16777215) = {pid}""")
         row = analysis.loc[t.rank]
         assert row["compute_ns"] == compute
         assert row["comm_ns"] == comm
@@ -216,6 +226,7 @@ S0 = SESSION_START_UTC_NS
 ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 SENDRECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 GENERIC = "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"
+ALLGATHER = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 
 
 def two_rank_report() -> Export:
@@ -231,8 +242,10 @@ def two_rank_report() -> Export:
         Range(200, "ncclAllReduce", 850, 950, domain=5, registered=True,
               json='{"NCCL communicator ID": 48879, "Message size [bytes]": 4096, "Reduction operation": "sum"}'),
         Range(200, "ncclGroupStart", 10_600, 10_610, domain=5),
-        Range(200, "ncclSend", 10_620, 10_630, domain=5, json='{"NCCL communicator ID": 7, "Message size [bytes]": 100}'),
-        Range(200, "ncclRecv", 10_640, 10_650, domain=5, json='{"NCCL communicator ID": 7, "Message size [bytes]": 200}'),
+        Range(200, "ncclSend", 10_620, 10_630, domain=5,
+              json='{"NCCL communicator ID": 7, "Message size [bytes]": 100}'),
+        Range(200, "ncclRecv", 10_640, 10_650, domain=5,
+              json='{"NCCL communicator ID": 7, "Message size [bytes]": 200}'),
         Range(200, "ncclGroupEnd", 10_790, 10_900, domain=5),
         Range(300, "ProfilerStep#1", 0, 10_000),
         Range(400, "ProfilerStep#1", 0, 10_000),
@@ -388,9 +401,9 @@ def test_missing_optional_tables(tmp_path):
 def test_missing_optional_columns(tmp_path):
     path = two_rank_report().write(tmp_path / "r.sqlite")
     conn = sqlite3.connect(path)
-    for table, column in (("CUPTI_ACTIVITY_KIND_KERNEL", "demangledName"), ("CUPTI_ACTIVITY_KIND_KERNEL", "greenContextId"),
-                          ("NVTX_EVENTS", "jsonText"), ("NVTX_EVENTS", "domainId"),
-                          ("CUPTI_ACTIVITY_KIND_MEMCPY", "srcKind")):
+    for table, column in (("CUPTI_ACTIVITY_KIND_KERNEL", "demangledName"),
+                          ("CUPTI_ACTIVITY_KIND_KERNEL", "greenContextId"), ("NVTX_EVENTS", "jsonText"),
+                          ("NVTX_EVENTS", "domainId"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "srcKind")):
         conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     conn.commit()
     conn.close()
@@ -587,7 +600,7 @@ def twin_spec(rank: int) -> dict[str, list[tuple]]:
             ("void gemm<1>(float*)", 7, 10_000 + d, 30_000 + d, 2_000 + d),
             (ALLREDUCE, 20, 20_000 + d, 40_000 + d + extra, 3_000 + d),
             ("void gemm<1>(float*)", 7, 60_000 + d, 70_000 + d, 52_000 + d),
-            ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 7, 70_000 + d, 75_000 + d, 53_000 + d),
+            (ALLGATHER, 7, 70_000 + d, 75_000 + d, 53_000 + d),
             ("void relu<3>(float*)", 7, 76_000 + d, 77_000 + d, 53_500 + d),
         ],
         "memcpy": [(7, 35_000 + d, 38_000 + d, 4_000 + d), (7, 80_000 + d, 82_000 + d, 54_000 + d)],

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,7 +65,7 @@ def read_nsys(path: str | Path | Sequence[str | Path], *, step_pattern: str = DE
     the files together (see `_assign_ranks`), so pass every export of one run in one call.
     """
     paths = [path] if isinstance(path, (str, Path)) else list(path)
-    files = sorted({f for p in paths for f in report_files(Path(p))})
+    files = sorted({f for p in paths for f in S.report_files(Path(p))})
     procs: list[_Process] = []
     for file in files:
         procs.extend(_read_report(file, step_pattern=step_pattern, comm_patterns=tuple(comm_patterns),
@@ -81,45 +79,12 @@ def read_nsys(path: str | Path | Sequence[str | Path], *, step_pattern: str = DE
     return sorted(traces, key=lambda t: t.rank)
 
 
-def report_files(path: Path) -> list[Path]:
-    """The exports a path names: itself, or a directory's `.sqlite` files (and `.nsys-rep` without one)."""
-    if not path.exists():
-        raise TraceError("no such file or directory", path)
-    if path.is_file():
-        return [path]
-    sqlite = sorted(p for p in path.iterdir() if p.suffix == ".sqlite" and p.is_file())
-    stems = {p.stem for p in sqlite}
-    reps = sorted(p for p in path.iterdir() if p.suffix == ".nsys-rep" and p.stem not in stems)
-    if not sqlite and not reps:
-        raise TraceError("no .sqlite or .nsys-rep files in this directory", path)
-    return sorted(sqlite + reps)
-
-
 def _read_report(path: Path, **options: Any) -> list[_Process]:
     if path.suffix == ".nsys-rep":
         with tempfile.TemporaryDirectory(prefix="overlapscope-nsys-") as tmp:
-            exported = export_sqlite(path, Path(tmp))
+            exported = S.export_sqlite(path, Path(tmp))
             return _read_export(exported, source=path, **options)
     return _read_export(path, source=path, **options)
-
-
-def export_sqlite(report: Path, out_dir: Path) -> Path:
-    """Run `nsys export --type sqlite` on a `.nsys-rep` into `out_dir`; the report is only read."""
-    how = f"export it with `nsys export --type sqlite -o {report.with_suffix('.sqlite').name} {report}`"
-    nsys = shutil.which("nsys")
-    if nsys is None:
-        raise TraceError(f"is an Nsight Systems report and `nsys` is not on PATH; {how} and analyze the .sqlite",
-                         report)
-    out = out_dir / (report.stem + ".sqlite")
-    cmd = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(out), str(report)]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise TraceError(f"`nsys export` failed ({exc}); {how}", report) from exc
-    if done.returncode != 0 or not out.exists():
-        lines = (done.stderr or done.stdout or "").strip().splitlines()
-        raise TraceError(f"`nsys export` failed ({lines[-1] if lines else f'exit {done.returncode}'})", report)
-    return out
 
 
 def _read_export(path: Path, *, source: Path, step_pattern: str, comm_patterns: tuple[str, ...],
@@ -132,14 +97,14 @@ def _read_export(path: Path, *, source: Path, step_pattern: str, comm_patterns: 
                 what = "no tables" if not schema.columns else f"no {KERNEL} table"
                 raise TraceError(f"not an nsys export with CUDA kernels ({what}); profile with `nsys profile "
                                  "--trace=cuda,nvtx` and export with `nsys export --type sqlite`", source)
-            info = _export_info(conn, schema)
+            info = S.export_info(conn, schema)
             dev = _read_device(conn, schema, source, comm_patterns)
             if dev["start"].size == 0 or not dev["gpu"].any():
                 raise TraceError("no GPU activity (no kernels, memcpy or memset rows)", source)
             keys = np.unique(dev["key"][dev["gpu"]])
             nvtx = read_nvtx(conn, schema, keys.tolist())
-            threads = _thread_names(conn, schema, keys)
-            procs = _process_names(conn, schema)
+            threads = S.thread_names(conn, schema, keys)
+            procs = S.process_names(conn, schema)
     finally:
         conn.close()
     out = []
@@ -150,27 +115,6 @@ def _read_export(path: Path, *, source: Path, step_pattern: str, comm_patterns: 
                                   step_pattern=None if no_steps else step_pattern,
                                   hostname=info["hostname"], threads=threads, procs=procs, info=info))
     return out
-
-
-def _export_info(conn: Any, schema: S.Schema) -> dict[str, Any]:
-    info: dict[str, Any] = {"offset_ns": 0, "clock": "session", "hostname": ""}
-    if schema.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
-        row = conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
-        if row and row[0] is not None:
-            info.update(offset_ns=int(row[0]), clock="session+utcEpochNs")
-    if info["clock"] == "session":
-        log.warning("export has no TARGET_INFO_SESSION_START_TIME: times stay session-relative")
-    if schema.has("TARGET_INFO_SYSTEM_ENV", "name", "value"):
-        row = conn.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1").fetchone()
-        info["hostname"] = str(row[0]) if row and row[0] else ""
-    if schema.has("META_DATA_EXPORT", "name", "value"):
-        meta = dict(conn.execute("SELECT name, value FROM META_DATA_EXPORT WHERE name IN "
-                                 "('EXPORT_PRODUCT_VERSION', 'EXPORT_SCHEMA_VERSION')").fetchall())
-        info["nsys_version"] = meta.get("EXPORT_PRODUCT_VERSION", "")
-        info["schema_version"] = meta.get("EXPORT_SCHEMA_VERSION", "")
-    if schema.has("TARGET_INFO_GPU", "id", "name"):
-        info["gpus"] = {int(i): str(n) for i, n in conn.execute("SELECT id, name FROM TARGET_INFO_GPU")}
-    return info
 
 
 def _device_select(schema: S.Schema, table: str, kind: int) -> str | None:
@@ -264,22 +208,6 @@ def _combo_names(conn: Any, schema: S.Schema, combos: np.ndarray) -> np.ndarray:
             sym = sync_types.get(a, ("", ""))[0].replace("CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_", "")
             out.append(_SYNC_NAMES.get(sym, sync_types.get(a, ("", "Sync"))[1] or "Sync"))
     return np.array(out, dtype=object)
-
-
-def _thread_names(conn: Any, schema: S.Schema, keys: np.ndarray) -> dict[int, str]:
-    if not schema.has("ThreadNames", "nameId", "globalTid"):
-        return {}
-    wanted = ",".join(str(int(k)) for k in keys)
-    rows = conn.execute(f"SELECT globalTid, nameId FROM ThreadNames WHERE globalTid >> 24 IN ({wanted})").fetchall()
-    names = S.strings(conn, schema, np.array([r[1] for r in rows], dtype=np.int64))
-    return {int(g): names.get(int(n), "") for g, n in rows}
-
-
-def _process_names(conn: Any, schema: S.Schema) -> dict[int, str]:
-    if not schema.has("PROCESSES", "globalPid", "name"):
-        return {}
-    return {int(g) >> 24: str(n or "") for g, n in conn.execute("SELECT globalPid, name FROM PROCESSES")
-            if g is not None}
 
 
 def _build_process(key: int, rows: np.ndarray, dev: dict[str, np.ndarray], nvtx: NvtxRanges, offset: int,

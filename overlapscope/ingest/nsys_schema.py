@@ -1,4 +1,4 @@
-"""Low-level access to an Nsight Systems SQLite export: read-only connection, schema, enums, strings.
+"""Low-level access to Nsight Systems exports: files, read-only connection, schema, enums, strings, metadata.
 
 Everything here is format plumbing shared by the nsys reader: it opens a user's file without ever
 being able to write to it, turns every SQLite failure into a one-line `TraceError`, and reads
@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 import sqlite3
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 from urllib.parse import quote
 
 import numpy as np
@@ -127,7 +129,8 @@ def enum_labels(conn: sqlite3.Connection, schema: Schema, table: str) -> dict[in
     """id -> (name, label) of one ENUM_* table (empty when the table is absent)."""
     if not schema.has(table, "id", "name", "label"):
         return {}
-    return {int(i): (str(n or ""), str(lab or "")) for i, n, lab in conn.execute(f"SELECT id, name, label FROM {table}")}
+    rows = conn.execute(f"SELECT id, name, label FROM {table}")
+    return {int(i): (str(n or ""), str(lab or "")) for i, n, lab in rows}
 
 
 def fetch(conn: sqlite3.Connection, sql: str, columns: Sequence[str], dtypes: dict[str, str],
@@ -166,12 +169,71 @@ def strings(conn: sqlite3.Connection, schema: Schema, ids: np.ndarray) -> dict[i
     return found
 
 
-def lookup(ids: np.ndarray, table: dict[int, str], missing: str = "") -> np.ndarray:
-    """Map an int array through `table` via its distinct values (one dict lookup per distinct id)."""
-    c, uniq = codes(np.asarray(ids, dtype=np.int64))
-    values = np.array([table.get(int(u), missing) for u in uniq.tolist()], dtype=object)
-    return values[c] if c.size else np.array([], dtype=object)
+def report_files(path: Path) -> list[Path]:
+    """The exports a path names: itself, or a directory's `.sqlite` files (and `.nsys-rep` without one)."""
+    if not path.exists():
+        raise TraceError("no such file or directory", path)
+    if path.is_file():
+        return [path]
+    sqlite = sorted(p for p in path.iterdir() if p.suffix == ".sqlite" and p.is_file())
+    stems = {p.stem for p in sqlite}
+    reps = sorted(p for p in path.iterdir() if p.suffix == ".nsys-rep" and p.stem not in stems)
+    if not sqlite and not reps:
+        raise TraceError("no .sqlite or .nsys-rep files in this directory", path)
+    return sorted(sqlite + reps)
 
 
-def table_rows(conn: sqlite3.Connection, schema: Schema, table: str) -> int:
-    return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]) if table in schema.columns else 0
+def export_sqlite(report: Path, out_dir: Path) -> Path:
+    """Run `nsys export --type sqlite` on a `.nsys-rep` into `out_dir`; the report is only read."""
+    how = f"export it with `nsys export --type sqlite -o {report.with_suffix('.sqlite').name} {report}`"
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        raise TraceError(f"is an Nsight Systems report and `nsys` is not on PATH; {how} and analyze the .sqlite",
+                         report)
+    out = out_dir / (report.stem + ".sqlite")
+    cmd = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(out), str(report)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TraceError(f"`nsys export` failed ({exc}); {how}", report) from exc
+    if done.returncode != 0 or not out.exists():
+        lines = (done.stderr or done.stdout or "").strip().splitlines()
+        raise TraceError(f"`nsys export` failed ({lines[-1] if lines else f'exit {done.returncode}'})", report)
+    return out
+
+
+def export_info(conn: Any, schema: Schema) -> dict[str, Any]:
+    info: dict[str, Any] = {"offset_ns": 0, "clock": "session", "hostname": ""}
+    if schema.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
+        row = conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
+        if row and row[0] is not None:
+            info.update(offset_ns=int(row[0]), clock="session+utcEpochNs")
+    if info["clock"] == "session":
+        log.warning("export has no TARGET_INFO_SESSION_START_TIME: times stay session-relative")
+    if schema.has("TARGET_INFO_SYSTEM_ENV", "name", "value"):
+        row = conn.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1").fetchone()
+        info["hostname"] = str(row[0]) if row and row[0] else ""
+    if schema.has("META_DATA_EXPORT", "name", "value"):
+        meta = dict(conn.execute("SELECT name, value FROM META_DATA_EXPORT WHERE name IN "
+                                 "('EXPORT_PRODUCT_VERSION', 'EXPORT_SCHEMA_VERSION')").fetchall())
+        info["nsys_version"] = meta.get("EXPORT_PRODUCT_VERSION", "")
+        info["schema_version"] = meta.get("EXPORT_SCHEMA_VERSION", "")
+    if schema.has("TARGET_INFO_GPU", "id", "name"):
+        info["gpus"] = {int(i): str(n) for i, n in conn.execute("SELECT id, name FROM TARGET_INFO_GPU")}
+    return info
+
+
+def thread_names(conn: Any, schema: Schema, keys: np.ndarray) -> dict[int, str]:
+    if not schema.has("ThreadNames", "nameId", "globalTid"):
+        return {}
+    wanted = ",".join(str(int(k)) for k in keys)
+    rows = conn.execute(f"SELECT globalTid, nameId FROM ThreadNames WHERE globalTid >> 24 IN ({wanted})").fetchall()
+    names = strings(conn, schema, np.array([r[1] for r in rows], dtype=np.int64))
+    return {int(g): names.get(int(n), "") for g, n in rows}
+
+
+def process_names(conn: Any, schema: Schema) -> dict[int, str]:
+    if not schema.has("PROCESSES", "globalPid", "name"):
+        return {}
+    return {int(g) >> 24: str(n or "") for g, n in conn.execute("SELECT globalPid, name FROM PROCESSES")
+            if g is not None}
