@@ -425,6 +425,7 @@ def test_directory_of_per_rank_reports_by_file_name(tmp_path):
     traces = read_nsys(tmp_path)
     assert [(t.rank, t.rank_from, t.meta["pid"], Path(t.source).name) for t in traces] == \
         [(1, "filename", 12, "trainer_rank1.sqlite"), (3, "filename", 11, "trainer_rank3.sqlite")]
+    assert {t.world_size for t in traces} == {4}
 
 
 def test_several_reports_share_one_clock(tmp_path):

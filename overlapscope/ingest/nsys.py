@@ -71,11 +71,13 @@ def read_nsys(path: str | Path | Sequence[str | Path], *, step_pattern: str = DE
         procs.extend(_read_report(file, step_pattern=step_pattern, comm_patterns=tuple(comm_patterns),
                                   no_steps=no_steps))
     ranks = _assign_ranks(procs)
+    # The export does not say the world size: at least the ranks found, and above the highest rank.
+    world_size = max([len(procs)] + [r + 1 for r, _ in ranks])
     traces = []
     for proc, (rank, rank_from) in zip(procs, ranks):
         events = make_table(rank, **proc.columns)
         traces.append(RankTrace(rank=rank, events=events, steps=proc.steps, source=proc.source, device="gpu",
-                                rank_from=rank_from, world_size=len(procs), meta=proc.meta))
+                                rank_from=rank_from, world_size=world_size, meta=proc.meta))
     return sorted(traces, key=lambda t: t.rank)
 
 
