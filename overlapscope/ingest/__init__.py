@@ -78,7 +78,9 @@ def load_run(path: str | Path, *, step_pattern: str = DEFAULT_STEP_PATTERN,
     _number_ranks(ranks)
     _check_same_run(ranks)
     ranks.sort(key=lambda r: r.rank)
-    return Run(ranks=ranks, manifest=load_manifest(path), path=str(path))
+    manifest = load_manifest(path)
+    _check_complete(ranks, manifest, path)
+    return Run(ranks=ranks, manifest=manifest, path=str(path))
 
 
 def _number_ranks(ranks: list[RankTrace]) -> None:
@@ -103,3 +105,19 @@ def _check_same_run(ranks: list[RankTrace]) -> None:
     if len(sizes) > 1:
         log.warning("traces disagree on world size (%s): are ranks of different runs mixed?",
                     ", ".join(f"{r.source}={r.world_size}" for r in ranks))
+
+
+def _check_complete(ranks: list[RankTrace], manifest: dict, path: Path) -> None:
+    """Say which ranks the run should have but lacks (a crashed rank, a trace not copied)."""
+    expected = manifest.get("world_size") if isinstance(manifest.get("world_size"), int) else None
+    if expected is None:
+        sizes = {r.world_size for r in ranks if r.world_size}
+        # A single file of a large job is a normal thing to analyze; only a directory should be whole.
+        expected = max(sizes) if sizes and path.is_dir() else None
+    if expected is None:
+        return
+    missing = sorted(set(range(expected)) - {r.rank for r in ranks})
+    if missing and path.is_dir():
+        shown = ", ".join(map(str, missing[:16])) + (" ..." if len(missing) > 16 else "")
+        log.warning("%s: %d of %d ranks have no trace (missing: %s); cross-rank numbers cover the others only",
+                    path, len(missing), expected, shown)
