@@ -105,6 +105,14 @@ def _check_same_run(ranks: list[RankTrace]) -> None:
     if len(sizes) > 1:
         log.warning("traces disagree on world size (%s): are ranks of different runs mixed?",
                     ", ".join(f"{r.source}={r.world_size}" for r in ranks))
+    spans = [(int(r.events["start_ns"].min()), int(r.events["end_ns"].max()), r.source)
+             for r in ranks if len(r.events)]
+    if len(spans) > 1 and max(s[0] for s in spans) > min(s[1] for s in spans):
+        first = min(spans, key=lambda s: s[1])
+        last = max(spans, key=lambda s: s[0])
+        log.warning("%s ends %.3f s before %s starts: different runs, or clocks apart by more than the "
+                    "trace; cross-rank numbers rely on estimated clock offsets",
+                    first[2], (last[0] - first[1]) / 1e9, last[2])
 
 
 def _check_complete(ranks: list[RankTrace], manifest: dict, path: Path) -> None:
