@@ -684,3 +684,13 @@ def test_kineto_twin_gives_identical_device_events(tmp_path):
     pd.testing.assert_frame_equal(n[plain], k[plain])
     pd.testing.assert_frame_equal(n[n["kind"] == "memcpy"].drop(columns="bytes"),
                                   k[k["kind"] == "memcpy"].drop(columns="bytes"))
+
+
+def test_load_run_reads_a_directory_of_unnamed_exports_together(tmp_path):
+    import overlapscope
+
+    one_process(11, 1, 5_000).write(tmp_path / "a.sqlite")
+    one_process(12, 0, 1_000).write(tmp_path / "b.sqlite")
+    (tmp_path / "b.nsys-rep").write_bytes(b"report beside its export: the export is read")
+    run = overlapscope.load_run(tmp_path)
+    assert [(t.rank, t.rank_from, t.meta["pid"]) for t in run.ranks] == [(0, "device", 12), (1, "device", 11)]
