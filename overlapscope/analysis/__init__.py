@@ -6,6 +6,7 @@ import pandas as pd
 
 from ..ingest.table import Run
 from .breakdown import exposed_by_key, launch_scopes
+from .crossrank import cross_rank_sections
 from .overlap import overlap_by_step, totals
 from .result import Analysis, OVERLAP_COLUMNS
 from .windows import step_windows
@@ -16,8 +17,10 @@ __all__ = ["analyze", "Analysis", "OVERLAP_COLUMNS"]
 def analyze(run: Run, *, no_steps: bool = False) -> Analysis:
     """Every number of DESIGN.md for a run; sections a run cannot give are empty frames."""
     steps, by_collective, by_group, by_scope = [], [], [], []
+    all_windows = {}
     for trace in run.ranks:
         windows = step_windows(trace, no_steps=no_steps)
+        all_windows[trace.rank] = windows
         per_step = overlap_by_step(trace.events, windows)
         per_step.insert(0, "rank", np.int32(trace.rank))
         steps.append(per_step)
@@ -42,6 +45,7 @@ def analyze(run: Run, *, no_steps: bool = False) -> Analysis:
         by_collective=pd.concat(by_collective, ignore_index=True),
         by_group=pd.concat(by_group, ignore_index=True),
         by_scope=pd.concat(by_scope, ignore_index=True),
+        **cross_rank_sections(run, all_windows),
     )
 
 
