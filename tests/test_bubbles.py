@@ -70,10 +70,10 @@ def test_microbatch_spans_are_compute_extents_not_receive_waits():
 
 
 def test_manifest_layout_wins_over_labels():
-    manifest = {"layout": {"parallel": "pp", "schedule": "ScheduleInterleaved1F1B", "stages": 4,
-                           "microbatches": 8, "chunks": 2}}
+    manifest = {"layout": {"parallel": "pp", "schedule": "interleaved", "stages": 4,
+                           "microbatches": 8, "virtual_stages": 2}}
     bubbles, _, _ = run(GPIPE, manifest)
-    assert set(bubbles["schedule"]) == {"interleaved1f1b"}
+    assert set(bubbles["schedule"]) == {"interleaved"}
     assert bubbles["theory_pct"].tolist() == pytest.approx([100 * 3 / 19] * 2)
 
 
@@ -89,7 +89,9 @@ def test_multi_stage_labels_give_schedule_stages_and_chunks():
                    ev("thread:1", "annotation", "PP:3F0", 100 * US, 200 * US)])
     bubbles, spans, _ = pipeline_bubbles({0: t0, 1: t1}, {0: windows((0, 0, 700 * US)), 1: windows((0, 0, 200 * US))})
     assert set(bubbles["schedule"]) == {"interleavedzerobubble"}
-    assert set(bubbles["stages"]) == {4} and set(bubbles["chunks"]) == {2} and set(bubbles["microbatches"]) == {2}
+    # p = 2 ranks holding stages {0, 2} and {1, 3}
+    assert set(bubbles["stages"]) == {2} and set(bubbles["chunks"]) == {2} and set(bubbles["microbatches"]) == {2}
+    assert bubbles["theory_pct"].tolist() == pytest.approx([100 / 13] * 2)
     assert bubbles["bubble_ns"].tolist() == [70 * US, 100 * US]
     assert spans[spans["rank"] == 0]["stage"].tolist() == [0, 2, 2, 2, 0, 0, 0]
     # a label that launched no compute spans its own range

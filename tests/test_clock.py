@@ -1,10 +1,11 @@
 """Clock offsets from matched collective ends: median, chained through shared groups, unaligned reported."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from crossrank_tables import MS, US
-from overlapscope.analysis.clock import estimate_offsets
+from overlapscope.analysis.clock import estimate_offsets, most_feasible
 
 
 def ends(rows: list[tuple[int, int, int]]) -> pd.DataFrame:
@@ -49,3 +50,26 @@ def test_reference_is_the_lowest_rank_present():
 
 def test_no_ranks_no_offsets():
     assert estimate_offsets(ends([])).offsets_ns == {}
+
+
+def test_short_collectives_pin_the_offset_when_tails_are_long():
+    """Same clock; rank 1's long collectives end 3 ms after rank 0's (a loaded CPU's tail). The median
+    says -3 ms, but then the two 100 µs collectives could not have had both ranks inside at once:
+    the offset is clamped to the nearest value that keeps every collective possible, -100 µs."""
+    rows = []
+    for i in range(5):
+        t = 100 * MS * (i + 1)
+        rows += [(i, 0, t, t + 10 * MS), (i, 1, t, t + 13 * MS)]
+    for i, t in ((5, 700 * MS), (6, 800 * MS)):
+        rows += [(i, 0, t + 100 * US, t + 200 * US), (i, 1, t + 100 * US, t + 200 * US)]
+    frame = pd.DataFrame(rows, columns=["instance", "rank", "start_ns", "end_ns"])
+    assert estimate_offsets(frame).offsets_ns == {0: 0, 1: -100 * US}
+
+
+def test_most_feasible_ignores_a_minority_of_impossible_pairs():
+    lo = np.array([-5, -3, -4, 20], dtype=np.int64)
+    hi = np.array([5, 2, 1, 30], dtype=np.int64)
+    assert most_feasible(lo, hi, 10.0) == 1.0     # [-3, 1] holds three; the wrong pair [20, 30] loses
+    assert most_feasible(lo, hi, 0.0) == 0.0
+    assert most_feasible(np.array([0]), np.array([0]), 7.0) == 0.0
+    assert most_feasible(np.array([], np.int64), np.array([], np.int64), 7.0) == 7.0

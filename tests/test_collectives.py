@@ -180,3 +180,15 @@ def test_real_sampled_two_rank_trace_matches_by_time():
     ops = rep.collectives.groupby("instance")["op"].first().tolist()
     assert ops == ["nccl:all_to_all", "nccl:all_reduce", "nccl:_all_gather_base", "nccl:all_reduce",
                    "nccl:_all_gather_base"]
+
+
+def test_buffered_send_ending_before_its_recv_still_matches_and_does_not_move_clocks():
+    # gloo: the send returns once buffered, long before the peer posts its recv
+    r0 = [ev("thread:1", "comm", "gloo:send", 0, 1 * MS, collective="send"),
+          ev("thread:1", "comm", "gloo:send", 20 * MS, 21 * MS, collective="send")]
+    r1 = [ev("thread:1", "comm", "gloo:recv", 5 * MS, 10 * MS, collective="recv"),
+          ev("thread:1", "comm", "gloo:recv", 30 * MS, 32 * MS, collective="recv")]
+    rep = analyze_collectives({0: table(0, r0), 1: table(1, r1)})
+    assert (rep.collectives["match"] == "order").all() and rep.collectives["instance"].nunique() == 2
+    assert rep.clock_offsets_ns == {0: 0, 1: 0}
+    assert any("clocks are used as recorded" in d for d in rep.diagnoses)

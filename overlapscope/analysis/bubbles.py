@@ -11,7 +11,7 @@ backward(-input) and weight-gradient times as the papers do:
   ZB-V (ScheduleZBVZeroBubble)      0                   its zero-bubble property (torch docs)
   DualPipeV / unknown               NaN (no closed form)
 Schedule, stages and micro-batches come from the run manifest's layout (`schedule`, `stages`,
-`microbatches`, `chunks` / `stages_per_rank`), else from the labels: `Forward i` / `Backward i`
+`microbatches`, `chunks` / `virtual_stages` / `stages_per_rank`; p counts pipeline ranks), else from the labels: `Forward i` / `Backward i`
 (GPipe and reference runs) and `PP:<stage><action><mb>` (torch's multi-stage schedules).
 """
 from __future__ import annotations
@@ -104,7 +104,7 @@ def pipeline_layout(manifest: Mapping[str, Any] | None, spans: pd.DataFrame, n_r
     schedule = layout.get("schedule", flat.get("pp_schedule"))
     stages = layout.get("stages", flat.get("pp_stages"))
     micro = layout.get("microbatches", flat.get("pp_microbatches"))
-    chunks = layout.get("chunks", layout.get("stages_per_rank", flat.get("pp_chunks")))
+    chunks = layout.get("chunks", layout.get("virtual_stages", layout.get("stages_per_rank", flat.get("pp_chunks"))))
     if schedule and stages and micro:
         return {"schedule": normalize_schedule(schedule), "stages": int(stages), "microbatches": int(micro),
                 "chunks": int(chunks or 1), "source": "manifest"}
@@ -113,7 +113,8 @@ def pipeline_layout(manifest: Mapping[str, Any] | None, spans: pd.DataFrame, n_r
     per_rank_step = spans[spans["action"] == "F"].groupby(["rank", "step"])["microbatch"].nunique()
     multi = (spans["stage"] >= 0).any()
     chunks_found = int(spans[spans["stage"] >= 0].groupby("rank")["stage"].nunique().max()) if multi else 1
-    stages_found = int(spans["stage"].nunique()) if multi else int(spans["rank"].nunique())
+    # p counts pipeline ranks: with v chunks per rank, the stage indices number p·v.
+    stages_found = int(spans["stage"].nunique()) // chunks_found if multi else int(spans["rank"].nunique())
     micro_found = int(per_rank_step.max()) if len(per_rank_step) else 0
     if multi:
         kind = "interleavedzerobubble" if spans["action"].isin(["I", "W"]).any() else (

@@ -203,5 +203,5 @@ def diagnose(collectives: pd.DataFrame, strag: pd.DataFrame, unmatched: pd.DataF
                      + "; ".join(f"{int(c)} {r}" for r, c in why.items()))
     if unaligned:
         notes.append(f"ranks {', '.join(map(str, unaligned))} share no matched collective with the others: "
-                     "their clocks are not aligned")
+                     "their clocks are used as recorded (p2p cannot align them)")
     return notes
