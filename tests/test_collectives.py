@@ -192,3 +192,15 @@ def test_buffered_send_ending_before_its_recv_still_matches_and_does_not_move_cl
     assert (rep.collectives["match"] == "order").all() and rep.collectives["instance"].nunique() == 2
     assert rep.clock_offsets_ns == {0: 0, 1: 0}
     assert any("clocks are used as recorded" in d for d in rep.diagnoses)
+
+
+def test_design_records_nest_ranks_under_each_collective():
+    from overlapscope.analysis.collectives import design_records
+    recs = design_records(analyze_collectives(three_ranks()).collectives)
+    assert [r["seq"] for r in recs] == [0, 1, 2]
+    first = recs[0]
+    assert first["group"] == "0" and first["collective"] == "all_reduce" and first["bytes"] == 1_000_000
+    assert first["ranks"]["2"] == {"start_ns": 4000 * US, "end_ns": 10_000 * US, "wait_ns": 0,
+                                   "transfer_ns": 6000 * US, "exposed_wait_ns": 0, "exposed_transfer_ns": 6000 * US}
+    assert first["algbw_gbps"] == pytest.approx(1e6 / 6e6) and first["transfer_ns"] == 6000 * US
+    assert design_records(analyze_collectives({0: three_ranks()[0]}).collectives) == []

@@ -205,3 +205,32 @@ def diagnose(collectives: pd.DataFrame, strag: pd.DataFrame, unmatched: pd.DataF
         notes.append(f"ranks {', '.join(map(str, unaligned))} share no matched collective with the others: "
                      "their clocks are used as recorded (p2p cannot align them)")
     return notes
+
+
+def design_records(collectives: pd.DataFrame) -> list[dict]:
+    """The JSON `collectives` section of DESIGN.md: one object per collective, its ranks keyed by rank.
+
+    {group, seq, collective, op, match, bytes, ranks: {"<rank>": {start_ns, end_ns, wait_ns, transfer_ns,
+    exposed_wait_ns, exposed_transfer_ns}}, transfer_ns, algbw_gbps, busbw_gbps} - bandwidth over the
+    slowest rank's transfer. NaN becomes None.
+    """
+    out: list[dict] = []
+    if collectives.empty:
+        return out
+    per_rank = ("start_ns", "end_ns", "wait_ns", "transfer_ns", "exposed_wait_ns", "exposed_transfer_ns")
+
+    def num(v):
+        f = float(v)
+        return None if np.isnan(f) else f
+
+    for _, sub in collectives.groupby("instance", sort=True):
+        first = sub.iloc[0]
+        out.append({
+            "group": str(first["group"]), "seq": int(first["seq"]), "collective": str(first["collective"]),
+            "op": str(first["op"]), "match": str(first["match"]), "bytes": int(first["bytes"]),
+            "ranks": {str(int(r[0])): {k: int(v) for k, v in zip(per_rank, r[1:])}
+                      for r in sub[["rank", *per_rank]].itertuples(index=False, name=None)},
+            "transfer_ns": int(first["instance_transfer_ns"]),
+            "algbw_gbps": num(first["instance_algbw_gbps"]), "busbw_gbps": num(first["instance_busbw_gbps"]),
+        })
+    return out

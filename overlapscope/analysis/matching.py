@@ -111,7 +111,8 @@ def stream_keys(comm: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
             other = np.where(rank[sel] == peers[0], peers[1], peers[0])
             src = np.where(coll[sel] == "send", rank[sel], other)
             dst = np.where(coll[sel] == "send", other, rank[sel])
-            key[sel] = [f"{g}|p2p|{s}->{d}" for s, d in zip(src, dst)]
+            key[sel] = np.char.add(np.char.add(f"{g}|p2p|", src.astype(str)),
+                                   np.char.add("->", dst.astype(str))).astype(object)
     return key, reason
 
 
