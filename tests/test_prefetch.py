@@ -123,3 +123,20 @@ def test_gpu_diagnosis_and_worst_units():
 
 def test_compress_units():
     assert compress_units(["layers.3", "layers.4", "layers.5", "layers.7", "norm", "0", "1"]) == "layers.3-5, layers.7, 0-1, norm"
+
+
+def test_root_module_and_parameter_group_suffix():
+    """The root module's labels carry no fqn; a module with several parameter groups adds [pg=N]."""
+    rows = [
+        cpu_range("FSDP::pre_forward", 0, 100), cpu_range("FSDP::all_gather", 10, 20),
+        kernel("stream:20", "comm", "nccl_ag", 15, 15, 50, collective="all_gather"),
+        cpu_range("FSDP::all_gather_copy_out", 30, 40), kernel("stream:7", "compute", "copy_out", 35, 60, 70),
+        cpu_range("FSDP::pre_forward (layers.0) [pg=2]", 200, 300),
+        cpu_range("FSDP::all_gather (layers.0) [pg=2]", 210, 220),
+        kernel("stream:20", "comm", "nccl_ag", 215, 215, 400, collective="all_gather"),
+        cpu_range("FSDP::all_gather_copy_out (layers.0) [pg=2]", 230, 240),
+        kernel("stream:7", "compute", "copy_out", 235, 400, 410),
+    ]
+    p = prefetch_gaps(table(0, rows), windows((0, 0, 500 * US)))
+    assert p["unit"].tolist() == ["(root)", "layers.0"]
+    assert [g // US for g in p["prefetch_gap_ns"]] == [50, 330]

@@ -23,7 +23,10 @@ from .overlap import lane_sets
 
 PREFETCH_COLUMNS = ("rank", "step", "unit", "pass", "prefetch_gap_ns", "lead_ns",
                     "all_gather_start_ns", "all_gather_end_ns", "first_compute_ns", "prev_end_ns")
-_LABEL = re.compile(r"^FSDP::(all_gather|all_gather_copy_out|pre_forward|pre_backward) \((.*)\)$")
+# torch's FSDPParamGroup._with_fqn: "FSDP::<label>", then " (<fqn>)" unless the root module, then
+# " [pg=<n>]" when a module has several parameter groups (2-D meshes).
+_LABEL = re.compile(r"^FSDP::(all_gather|all_gather_copy_out|pre_forward|pre_backward)(?: \((.*)\))?(?: \[pg=\d+\])?$")
+ROOT_UNIT = "(root)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,7 +42,7 @@ def _labels(events: pd.DataFrame) -> pd.DataFrame:
     uniq, inverse = np.unique(names, return_inverse=True)
     parsed = [_LABEL.match(u) for u in uniq]
     label_u = np.array([m.group(1) if m else "" for m in parsed], dtype=object)
-    unit_u = np.array([m.group(2) if m else "" for m in parsed], dtype=object)
+    unit_u = np.array([(m.group(2) or ROOT_UNIT) if m else "" for m in parsed], dtype=object)
     sel = is_ann & (label_u[inverse] != "")
     return pd.DataFrame({
         "label": label_u[inverse][sel], "unit": unit_u[inverse][sel],
