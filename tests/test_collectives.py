@@ -204,3 +204,11 @@ def test_design_records_nest_ranks_under_each_collective():
                                    "transfer_ns": 6000 * US, "exposed_wait_ns": 0, "exposed_transfer_ns": 6000 * US}
     assert first["algbw_gbps"] == pytest.approx(1e6 / 6e6) and first["transfer_ns"] == 6000 * US
     assert design_records(analyze_collectives({0: three_ranks()[0]}).collectives) == []
+
+
+def test_unknown_group_in_a_run_with_several_groups_is_flagged():
+    rows = {r: [ev("thread:2", "comm", "gloo:all_reduce", 0, 10 * MS, collective="all_reduce")] for r in range(4)}
+    rep = analyze_collectives({r: table(r, rows[r]) for r in range(4)}, group_sizes={"0": 4, "1": 2, "2": 2})
+    assert any("1 collectives name no process group while the run has 3" in d for d in rep.diagnoses)
+    assert not any("process group" in d for d in analyze_collectives({r: table(r, rows[r]) for r in range(4)},
+                                                                     group_sizes={"0": 4}).diagnoses)

@@ -82,6 +82,12 @@ def analyze_collectives(tables: Mapping[int, pd.DataFrame],
     strag = stragglers(out)
     unmatched = _unmatched_counts(matched.unmatched)
     notes = diagnose(out, strag, unmatched, matched.clock.unaligned, len(comm))
+    unknown = out[(out["group"] == "") & (out["ranks"] > 2)]
+    if len(group_sizes or {}) > 1 and len(unknown):
+        # gloo records no process group: with several groups, ranks of different groups look alike.
+        notes.append(f"{unknown['instance'].nunique()} collectives name no process group while the run has "
+                     f"{len(group_sizes)}: they were matched across every rank that ran them, "
+                     "which mixes groups in 2-D layouts")
     return CollectiveReport(out, strag, unmatched, offsets, notes)
 
 
