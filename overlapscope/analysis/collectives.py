@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from . import intervals as iv
-from .matching import MatchConfig, comm_rows, match_collectives
+from .groups import infer_groups
+from .matching import P2P, MatchConfig, comm_rows, match_collectives
 from .overlap import lane_sets
 
 COLLECTIVE_COLUMNS = (
@@ -57,12 +58,14 @@ def busbw_factor(collective: np.ndarray, n: np.ndarray) -> np.ndarray:
 def analyze_collectives(tables: Mapping[int, pd.DataFrame],
                         windows: Mapping[int, pd.DataFrame] | None = None, *,
                         group_sizes: Mapping[str, int] | None = None,
+                        groups_of: Mapping[int, Mapping[str, str]] | None = None,
                         config: MatchConfig = MatchConfig()) -> CollectiveReport:
     """Match every rank's comm across ranks and measure each collective on each rank.
 
     tables: rank -> event table. windows: rank -> step windows (step, start_ns, end_ns); exposed time
     is counted inside them (whole trace when absent). group_sizes: process group name -> size, for
-    busbw (default: the number of ranks the collective was matched on).
+    busbw (default: the number of ranks the collective was matched on). groups_of: rank -> {family:
+    process group name} (groups.rank_groups), to place comm that names no group (gloo) in its group.
     """
     ranks = sorted(int(r) for r in tables)
     comm = pd.concat([comm_rows(tables[r]) for r in ranks], ignore_index=True)
@@ -71,6 +74,8 @@ def analyze_collectives(tables: Mapping[int, pd.DataFrame],
         empty = _empty(COLLECTIVE_COLUMNS)
         return CollectiveReport(empty, stragglers(empty), _unmatched_counts(comm.iloc[:0]),
                                 {r: 0 for r in ranks}, [])
+    if groups_of:
+        comm = infer_groups(comm, groups_of)
     matched = match_collectives(comm, config, ranks)
     offsets = matched.clock.offsets_ns
     rows = _wait_transfer(matched.rows, offsets)
@@ -164,8 +169,11 @@ def _bandwidth(rows: pd.DataFrame, group_sizes: Mapping[str, int]) -> pd.DataFra
 
 
 def stragglers(collectives: pd.DataFrame) -> pd.DataFrame:
-    """Per rank: unique last arrivals and mean lateness (own start - earliest start), collectives of >= 2 ranks."""
-    multi = collectives[collectives["ranks"].to_numpy() >= 2]
+    """Per rank: unique last arrivals and mean lateness (own start - earliest start), collectives of >= 2 ranks.
+
+    p2p is left out: in a pipeline the receiver posts first by design, and its cost is the bubble's.
+    """
+    multi = collectives[(collectives["ranks"].to_numpy() >= 2) & ~collectives["collective"].isin(P2P).to_numpy()]
     if multi.empty:
         return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in STRAGGLER_COLUMNS}).astype(
             {"mean_lateness_ns": np.float64})
@@ -189,7 +197,7 @@ def _unmatched_counts(unmatched: pd.DataFrame) -> pd.DataFrame:
 def diagnose(collectives: pd.DataFrame, strag: pd.DataFrame, unmatched: pd.DataFrame,
              unaligned: list[int], n_comm: int) -> list[str]:
     notes: list[str] = []
-    with_last = int(collectives["last_arrival"].sum())
+    with_last = int(strag["last_arrivals"].sum()) if len(strag) else 0
     if len(strag) and with_last >= 3:
         top = strag.iloc[0]
         # Chance gives each of n ranks 1/n of the last arrivals; flag a rank with twice its share
@@ -198,7 +206,7 @@ def diagnose(collectives: pd.DataFrame, strag: pd.DataFrame, unmatched: pd.DataF
         if top["last_arrivals"] >= share * with_last:
             notes.append(f"rank {int(top['rank'])} arrives last at {int(top['last_arrivals'])} of {with_last} "
                          f"collectives ({top['mean_lateness_ns'] / 1e6:.3g} ms late on average): it is the straggler")
-    waits = collectives[["exposed_wait_ns", "exposed_transfer_ns"]].sum()
+    waits = collectives.loc[~collectives["collective"].isin(P2P), ["exposed_wait_ns", "exposed_transfer_ns"]].sum()
     if waits.sum() > 0 and waits["exposed_wait_ns"] > waits["exposed_transfer_ns"]:
         notes.append(f"{100 * waits['exposed_wait_ns'] / waits.sum():.0f}% of exposed matched comm is waiting for "
                      "other ranks, not transfer: fix the imbalance before the network")
@@ -209,7 +217,7 @@ def diagnose(collectives: pd.DataFrame, strag: pd.DataFrame, unmatched: pd.DataF
                      + "; ".join(f"{int(c)} {r}" for r, c in why.items()))
     if unaligned:
         notes.append(f"ranks {', '.join(map(str, unaligned))} share no matched collective with the others: "
-                     "their clocks are used as recorded (p2p cannot align them)")
+                     "their clocks are used as recorded")
     return notes
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 from ..ingest.table import Run
 from .bubbles import pipeline_bubbles
 from .collectives import analyze_collectives
+from .groups import rank_groups
 from .prefetch import diagnose as prefetch_diagnoses
 from .prefetch import prefetch_gaps
 
@@ -34,7 +35,8 @@ def cross_rank_sections(run: Run, windows: Mapping[int, pd.DataFrame]) -> dict[s
     """Keyword arguments for `Analysis`: collectives, stragglers, unmatched, clock_offsets_ns,
     prefetch, bubbles, pipeline_spans, diagnoses."""
     tables = {t.rank: t.events for t in run.ranks}
-    coll = analyze_collectives(tables, windows, group_sizes=group_sizes(run))
+    groups_of = rank_groups((t.rank, t.meta.get("pg_config") or []) for t in run.ranks)
+    coll = analyze_collectives(tables, windows, group_sizes=group_sizes(run), groups_of=groups_of)
     prefetch = pd.concat([prefetch_gaps(tables[r], windows[r]) for r in sorted(tables)], ignore_index=True)
     bubbles, spans, bubble_notes = pipeline_bubbles(tables, windows, run.manifest)
     return {
