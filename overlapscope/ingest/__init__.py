@@ -78,7 +78,9 @@ def load_run(path: str | Path, *, step_pattern: str = DEFAULT_STEP_PATTERN,
     _number_ranks(ranks)
     _check_same_run(ranks)
     ranks.sort(key=lambda r: r.rank)
-    return Run(ranks=ranks, manifest=load_manifest(path), path=str(path))
+    manifest = load_manifest(path)
+    _check_complete(ranks, manifest, path)
+    return Run(ranks=ranks, manifest=manifest, path=str(path))
 
 
 def _number_ranks(ranks: list[RankTrace]) -> None:
@@ -103,3 +105,27 @@ def _check_same_run(ranks: list[RankTrace]) -> None:
     if len(sizes) > 1:
         log.warning("traces disagree on world size (%s): are ranks of different runs mixed?",
                     ", ".join(f"{r.source}={r.world_size}" for r in ranks))
+    spans = [(int(r.events["start_ns"].min()), int(r.events["end_ns"].max()), r.source)
+             for r in ranks if len(r.events)]
+    if len(spans) > 1 and max(s[0] for s in spans) > min(s[1] for s in spans):
+        first = min(spans, key=lambda s: s[1])
+        last = max(spans, key=lambda s: s[0])
+        log.warning("%s ends %.3f s before %s starts: different runs, or clocks apart by more than the "
+                    "trace; cross-rank numbers rely on estimated clock offsets",
+                    first[2], (last[0] - first[1]) / 1e9, last[2])
+
+
+def _check_complete(ranks: list[RankTrace], manifest: dict, path: Path) -> None:
+    """Say which ranks the run should have but lacks (a crashed rank, a trace not copied)."""
+    expected = manifest.get("world_size") if isinstance(manifest.get("world_size"), int) else None
+    if expected is None:
+        sizes = {r.world_size for r in ranks if r.world_size}
+        # A single file of a large job is a normal thing to analyze; only a directory should be whole.
+        expected = max(sizes) if sizes and path.is_dir() else None
+    if expected is None:
+        return
+    missing = sorted(set(range(expected)) - {r.rank for r in ranks})
+    if missing and path.is_dir():
+        shown = ", ".join(map(str, missing[:16])) + (" ..." if len(missing) > 16 else "")
+        log.warning("%s: %d of %d ranks have no trace (missing: %s); cross-rank numbers cover the others only",
+                    path, len(missing), expected, shown)
