@@ -17,6 +17,7 @@ Knobs:
 """
 from __future__ import annotations
 
+import argparse
 from functools import partial
 
 import torch
@@ -78,7 +79,7 @@ def _prefetch_in_backward(targets: list[FSDPModule], module: nn.Module, inputs: 
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--prefetch", default="1", help="none | default | N blocks ahead (async unshard)")
-    p.add_argument("--reshard-after-forward", action=__import__("argparse").BooleanOptionalAction, default=True)
+    p.add_argument("--reshard-after-forward", action=argparse.BooleanOptionalAction, default=True)
     args = p.parse_args()
     prefetch = prefetch_arg(args.prefetch)
     ctx = setup()

@@ -27,7 +27,9 @@ PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 NSYS_TRACE = "cuda,nvtx,osrt"
 # files a previous profile run leaves; --force removes only these
 _OWN_PATTERNS = ("rank*.trace.json.gz", "manifest.json", ".overlapscope-rank*.meta", ".rank*.trace.part.gz",
-                 "rank*.nsys-rep", "rank*.sqlite")
+                 "nsys/rank*.nsys-rep", "rank*.sqlite")
+# nsys reports live in a subdirectory so `analyze OUT` reads each rank once, from its SQLite export
+NSYS_SUBDIR = "nsys"
 _TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
 
@@ -79,7 +81,7 @@ def hook_env(opts: ProfileOptions, base: dict[str, str] | None = None) -> dict[s
 
 def nsys_prefix(out_dir: Path, name: str) -> list[str]:
     return ["nsys", "profile", "-t", NSYS_TRACE, "--capture-range=cudaProfilerApi",
-            "--capture-range-end=stop", "--force-overwrite=true", "-o", str(out_dir / name)]
+            "--capture-range-end=stop", "--force-overwrite=true", "-o", str(out_dir / NSYS_SUBDIR / name)]
 
 
 def nsys_command(cmd: list[str], out_dir: Path, python: str = sys.executable) -> list[str]:
@@ -114,10 +116,10 @@ def _torchrun_prefix_len(cmd: list[str]) -> int:
 
 
 def export_nsys(out_dir: Path) -> list[str]:
-    """`nsys export --type sqlite` every report the ranks wrote; returns the SQLite names."""
+    """`nsys export --type sqlite` every report the ranks wrote (OUT/nsys/rankR.nsys-rep -> OUT/rankR.sqlite)."""
     written = []
-    for rep in sorted(out_dir.glob("rank*.nsys-rep")):
-        sqlite = rep.with_suffix(".sqlite")
+    for rep in sorted((out_dir / NSYS_SUBDIR).glob("rank*.nsys-rep")):
+        sqlite = out_dir / (rep.name[: -len(".nsys-rep")] + ".sqlite")
         done = subprocess.run(["nsys", "export", "--type", "sqlite", "--force-overwrite=true",
                                "-o", str(sqlite), str(rep)], capture_output=True, text=True)
         if done.returncode != 0:
@@ -134,7 +136,10 @@ def run_profile(cmd: list[str], opts: ProfileOptions) -> tuple[int, dict[str, An
     if opts.nsys and shutil.which("nsys") is None:
         raise OverlapscopeError("--nsys needs Nsight Systems: `nsys` is not on PATH")
     prepare_out_dir(opts.out_dir, opts.force)
-    run_cmd = nsys_command(cmd, opts.out_dir.resolve()) if opts.nsys else list(cmd)
+    run_cmd = list(cmd)
+    if opts.nsys:
+        run_cmd = nsys_command(cmd, opts.out_dir.resolve())
+        (opts.out_dir / NSYS_SUBDIR).mkdir(exist_ok=True)
     start_iso, start_ns = manifest.utc_now()
     try:
         child = subprocess.Popen(run_cmd, env=hook_env(opts))

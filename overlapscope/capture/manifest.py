@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 SCHEMA = "overlapscope.manifest/1"
 MANIFEST_NAME = "manifest.json"
 FRAGMENT_RE = re.compile(r"^\.overlapscope-rank(\d+)\.meta$")
-TRACE_RE = re.compile(r"^rank(\d+)\.trace\.json\.gz$")
+# Kineto traces, or the SQLite exports of `profile --nsys`
+TRACE_RE = re.compile(r"^rank(\d+)\.(?:trace\.json\.gz|sqlite)$")
 
 _LAYOUT: dict[str, Any] = {}
 

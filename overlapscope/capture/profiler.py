@@ -47,8 +47,8 @@ class CaptureConfig:
     nvtx: bool = True
     """Also emit NVTX ranges for steps and labels (seen by nsys; no-ops otherwise)."""
     nsys: bool = False
-    """Running under nsys: Kineto traces CPU only (one CUPTI subscriber) and the recorded steps are
-    bracketed by cudaProfilerStart/Stop for nsys's capture range."""
+    """Running under nsys: no Kineto (one CUPTI subscriber; nsys writes the trace), NVTX `step N`
+    ranges mark the steps and cudaProfilerStart/Stop bracket the recorded ones (nsys's capture range)."""
     record_shapes: bool = True
 
     def __post_init__(self) -> None:
@@ -67,7 +67,12 @@ def current_rank() -> int:
 
 
 class Session:
-    """One torch.profiler run with a fixed schedule; exports when the recorded steps are done or at stop()."""
+    """One profiling run with a fixed schedule; writes its trace when the recorded steps are done or at stop().
+
+    Kineto mode: torch.profiler with schedule(skip_first, warmup, active=steps). nsys mode: no Kineto at
+    all (nsys owns CUPTI and the trace); the session only marks steps with NVTX ranges `step N` and opens
+    nsys's capture range (cudaProfilerStart/Stop) around the recorded steps.
+    """
 
     def __init__(self, config: CaptureConfig) -> None:
         self.config = config
@@ -75,66 +80,77 @@ class Session:
         self.exported = False
         self.discard = False
         self._prof: torch.profiler.profile | None = None
+        self._active = False
         self._step_range: Any = None
         self._cuda_range_open = False
 
     @property
     def running(self) -> bool:
-        return self._prof is not None
+        return self._active
 
     def start(self) -> None:
         cfg = self.config
         Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
         labels.set_nvtx(cfg.nvtx)
-        activities = [ProfilerActivity.CPU]
-        if torch.cuda.is_available() and not cfg.nsys:
-            activities.append(ProfilerActivity.CUDA)
-        self._prof = torch.profiler.profile(
-            activities=activities,
-            schedule=torch.profiler.schedule(skip_first=cfg.skip_first, wait=0, warmup=cfg.warmup,
-                                             active=cfg.steps, repeat=1),
-            on_trace_ready=self._export,
-            record_shapes=cfg.record_shapes,
-        )
-        self._prof.start()
+        self._active = True
+        if not cfg.nsys:
+            activities = [ProfilerActivity.CPU]
+            if torch.cuda.is_available():
+                activities.append(ProfilerActivity.CUDA)
+            self._prof = torch.profiler.profile(
+                activities=activities,
+                schedule=torch.profiler.schedule(skip_first=cfg.skip_first, wait=0, warmup=cfg.warmup,
+                                                 active=cfg.steps, repeat=1),
+                on_trace_ready=self._export,
+                record_shapes=cfg.record_shapes,
+            )
+            self._prof.start()
         self._begin_step()
 
     def step(self) -> None:
-        """Mark a step boundary; stops the profiler once the recorded steps are exported."""
-        if self._prof is None:
+        """Mark a step boundary; stops profiling once the recorded steps are written."""
+        if not self._active:
             return
         self._end_step()
         self.steps_taken += 1
-        self._prof.step()
+        if self._prof is not None:
+            self._prof.step()  # exports (on_trace_ready) after the last recorded step
+        elif self.steps_taken >= self._first_recorded_step() + self.config.steps:
+            self._write_fragment(None)
         if self.exported:
             self.stop()
             return
         self._begin_step()
 
     def stop(self) -> None:
-        """Stop profiling; a trace still recording is exported with the steps it has."""
-        prof, self._prof = self._prof, None
-        if prof is None:
+        """Stop profiling; a trace still recording is written with the steps it has."""
+        if not self._active:
             return
+        self._active = False
         self._end_step()
-        prof.stop()
+        prof, self._prof = self._prof, None
+        if prof is not None:
+            prof.stop()  # in the recording phase this calls _export with the steps so far
+        elif not self.exported and not self.discard:
+            self._write_fragment(None)
 
     # -- internals --
     def _first_recorded_step(self) -> int:
         return self.config.skip_first + self.config.warmup
 
     def _begin_step(self) -> None:
-        self._step_range = labels.range_start(f"step {self.steps_taken}")
+        # the capture range opens before the step's NVTX range so nsys sees the range whole
         if (self.config.nsys and torch.cuda.is_available() and not self._cuda_range_open
                 and self.steps_taken == self._first_recorded_step()):
             torch.cuda.profiler.start()
             self._cuda_range_open = True
+        self._step_range = labels.range_start(f"step {self.steps_taken}")
 
     def _end_step(self) -> None:
         labels.range_end(self._step_range)
         self._step_range = None
         last = self._first_recorded_step() + self.config.steps - 1
-        if self._cuda_range_open and (self.steps_taken >= last or self._prof is None):
+        if self._cuda_range_open and (self.steps_taken >= last or not self._active):
             torch.cuda.synchronize()
             torch.cuda.profiler.stop()
             self._cuda_range_open = False
@@ -149,12 +165,16 @@ class Session:
         part = out_dir / f".rank{rank}.trace.part.gz"
         prof.export_chrome_trace(str(part))
         os.replace(part, final)
+        self._write_fragment(final.name)
+        log.info("rank %d: trace written to %s", rank, final)
+
+    def _write_fragment(self, trace: str | None) -> None:
         self.exported = True
+        rank = current_rank()
         recorded = min(self.config.steps, max(0, self.steps_taken - self._first_recorded_step()))
         info = manifest.rank_info(rank)
-        info.update(trace=final.name, steps_recorded=recorded, complete=recorded == self.config.steps)
-        manifest.write_fragment(out_dir, info)
-        log.info("rank %d: %d step(s) written to %s", rank, recorded, final)
+        info.update(trace=trace, steps_recorded=recorded, complete=recorded == self.config.steps)
+        manifest.write_fragment(Path(self.config.out_dir), info)
 
 
 class Capture:
