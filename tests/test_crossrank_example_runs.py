@@ -44,8 +44,8 @@ ONE_HOST = [r for r in RUNS if len(manifest(r).get("hosts") or []) == 1 and mani
 def test_ranks_on_one_host_have_offsets_near_zero(run):
     a = analysis(run)
     assert a.clock_offsets_ns and all(abs(v) < 1_000_000 for v in a.clock_offsets_ns.values())
-    if layout(run).get("parallel") in ("ddp", "fsdp2"):
-        # one process group, every collective on both ranks: nothing left over
+    if layout(run).get("parallel") in ("ddp", "fsdp2", "tp", "fsdp2_tp"):
+        # every collective pairs up inside its 2-rank group (2-D: dp and tp groups from pg_config)
         assert a.unmatched.empty
         assert not a.collectives.empty and (a.collectives["ranks"] == 2).all()
 
