@@ -77,3 +77,15 @@ def test_rank_from_file_name(tmp_path):
 
     doc = orjson.loads(result.stdout)
     assert doc["ranks"][0]["rank"] == 3 and doc["run"]["rank_from"] == {"3": "filename"}
+
+
+def test_ranks_that_never_overlap_in_time_warn(tmp_path, caplog):
+    from kineto_builder import KinetoTrace
+
+    for rank, base in ((0, 1_000_000_000_000), (1, 9_000_000_000_000)):
+        t = KinetoTrace(rank=rank, base_ns=base)
+        t.kernel("void gemm()", 1_000, 2_000)
+        t.write(tmp_path / f"r{rank}.json")
+    result = run(str(tmp_path), "--format", "json")
+    assert result.exit_code == 0
+    assert "clocks apart" in caplog.text and "8000.000 s before" in caplog.text

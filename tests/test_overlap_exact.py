@@ -212,3 +212,13 @@ def test_pipeline_send_recv_on_main_thread_are_comm_and_waits(tmp_path):
     row = a.steps.iloc[0]
     assert (int(row.compute_ns), int(row.comm_ns), int(row.exposed_comm_ns), int(row.idle_ns)) == \
         (6_000, 3_000, 3_000, 1_000)
+
+
+def test_collective_on_compute_stream_is_diagnosed(tmp_path):
+    t = KinetoTrace(base_ns=BASE)
+    t.kernel("void gemm()", 0, 100, stream=7)
+    t.kernel("ncclDevKernel_SendRecv", 100, 350, stream=7)
+    t.kernel("ncclDevKernel_AllReduce", 0, 50, stream=20)
+    a = analyze(tmp_path, t)
+    assert a.diagnoses == ["rank 0: 1 collective kernel(s), 0.000 ms, run on stream:7, which also runs compute: "
+                           "they cannot overlap anything there"]

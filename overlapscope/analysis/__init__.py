@@ -6,15 +6,17 @@ import pandas as pd
 
 from ..ingest.table import RankTrace, Run
 from .breakdown import exposed_by_key, launch_scopes
+from .crossrank import cross_rank_sections
 from .overlap import overlap_by_step, totals
 from .result import Analysis, OVERLAP_COLUMNS
+from .streams import comm_on_compute_lanes, diagnose as diagnose_streams
 from .windows import step_windows
 
 __all__ = ["analyze", "analyze_rank", "combine", "Analysis", "OVERLAP_COLUMNS", "RANK_SECTIONS"]
 
-
-# Per-rank sections: each is computed from one rank's table alone, so ranks can be analyzed
-# anywhere (a process pool, a Dask worker) and only these small frames travel back.
+# Per-rank sections: each comes from one rank's table alone, so ranks can be analyzed anywhere
+# (a process pool, a Dask worker) and only these frames travel back. None has a rank column: ranks
+# are numbered only once every file is read.
 RANK_SECTIONS = ("steps", "by_collective", "by_group", "by_scope")
 
 
@@ -24,11 +26,12 @@ def analyze(run: Run, *, no_steps: bool = False) -> Analysis:
 
 
 def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.DataFrame]:
-    """The per-rank sections (RANK_SECTIONS) of one rank, without the rank column."""
+    """One rank's share of `analyze`: RANK_SECTIONS, its step windows and its comm-on-compute lanes."""
     windows = step_windows(trace, no_steps=no_steps)
     ev = trace.events
     comm_rows = (ev["kind"] == "comm").to_numpy()
-    out = {"steps": overlap_by_step(ev, windows)}
+    out = {"windows": windows, "steps": overlap_by_step(ev, windows),
+           "comm_on_compute": comm_on_compute_lanes(ev)}
     for column, keys in (
         ("collective", ev["collective"].astype(str).to_numpy()),
         ("group", ev["group"].astype(str).to_numpy()),
@@ -39,11 +42,7 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
 
 
 def combine(run: Run, sections: list[dict[str, pd.DataFrame]]) -> Analysis:
-    """The cross-rank reduce: per-rank sections (in run.ranks order) into one Analysis.
-
-    Reads only rank metadata from `run` (the distributed path hands in ranks whose events hold
-    just the comm rows); cross-rank analyzers belong here and must need no more than that.
-    """
+    """The reduce: per-rank results (in run.ranks order) plus the cross-rank sections, one Analysis."""
     def stacked(name: str) -> pd.DataFrame:
         frames = []
         for trace, sec in zip(run.ranks, sections, strict=True):
@@ -56,6 +55,11 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]]) -> Analysis:
     total = totals(per_step)
     sources = {t.rank: t.source for t in run.ranks}
     total.insert(1, "source", total["rank"].map(sources))
+    diagnoses: list[str] = []
+    for trace, sec in zip(run.ranks, sections):
+        diagnoses += diagnose_streams(trace.rank, sec["comm_on_compute"])
+    cross = cross_rank_sections(run, {t.rank: sec["windows"] for t, sec in zip(run.ranks, sections)})
+    cross["diagnoses"] = diagnoses + cross["diagnoses"]
     return Analysis(
         run=run_identity(run),
         steps=per_step,
@@ -63,6 +67,7 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]]) -> Analysis:
         by_collective=stacked("by_collective"),
         by_group=stacked("by_group"),
         by_scope=stacked("by_scope"),
+        **cross,
     )
 
 

@@ -182,6 +182,8 @@ def _gpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_devic
     nbytes = np.full(dev.size, -1, dtype=np.int64)
     group = np.full(dev.size, "", dtype=object)
     seq = np.full(dev.size, -1, dtype=np.int64)
+    copies = np.flatnonzero((dev_kind == "memcpy") | (dev_kind == "memset"))
+    nbytes[copies] = [b if isinstance(b, int) else -1 for b in cols.arg(dev[copies].tolist(), "bytes", -1)]
     comm_idx = np.flatnonzero(is_comm)
     if comm_idx.size:
         args = [cols.args_dict(i) for i in dev[comm_idx].tolist()]

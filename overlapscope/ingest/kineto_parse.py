@@ -29,7 +29,7 @@ UNSET = msgspec.UNSET
 ARG_KEYS = {
     "stream": "stream", "correlation": "correlation", "Collective name": "collective_name",
     "dtype": "dtype", "In msg nelems": "in_nelems", "Out msg nelems": "out_nelems",
-    "Process Group Name": "pg_name", "Seq": "seq_upper", "seq": "seq",
+    "Process Group Name": "pg_name", "Seq": "seq_upper", "seq": "seq", "bytes": "bytes",
 }
 
 
@@ -45,6 +45,7 @@ class _Args(msgspec.Struct, gc=False):
     pg_name: Any = msgspec.field(default=UNSET, name="Process Group Name")
     seq_upper: Any = msgspec.field(default=UNSET, name="Seq")
     seq: Any = UNSET
+    bytes: Any = UNSET
 
 
 # gc=False: these structs hold no containers of their own, so they can never be in a cycle;

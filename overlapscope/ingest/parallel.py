@@ -74,26 +74,32 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def pool_size(files: Sequence[Path], workers: int | None = None) -> int:
-    """Processes for reading `files`: at most one per file and core, and as many as memory holds."""
-    if not files:
+def _paths(item: Path | Sequence[Path]) -> Sequence[Path]:
+    return [item] if isinstance(item, Path) else item
+
+
+def pool_size(items: Sequence[Path | Sequence[Path]], workers: int | None = None) -> int:
+    """Processes for `items` (files, or lists of files read together): at most one per item and
+    core, and as many as memory holds."""
+    if not items:
         return 1
-    limit = min(len(files), workers or cpu_count())
+    limit = min(len(items), workers or cpu_count())
     avail = available_memory()
     if avail is not None:
-        per_worker = BASE_WORKER_BYTES + BYTES_PER_JSON_BYTE * max(json_bytes(f) for f in files)
-        limit = min(limit, max(1, avail // per_worker))
+        biggest = max(sum(json_bytes(f) for f in _paths(item)) for item in items)
+        limit = min(limit, max(1, avail // (BASE_WORKER_BYTES + BYTES_PER_JSON_BYTE * biggest)))
     return max(1, limit)
 
 
-def should_parallelize(files: Sequence[Path]) -> bool:
+def should_parallelize(items: Sequence[Path | Sequence[Path]]) -> bool:
     total = 0
-    for f in files:
-        try:
-            total += f.stat().st_size
-        except OSError:
-            pass
-    return len(files) > 1 and total >= PARALLEL_MIN_BYTES
+    for item in items:
+        for f in _paths(item):
+            try:
+                total += f.stat().st_size
+            except OSError:
+                pass
+    return len(items) > 1 and total >= PARALLEL_MIN_BYTES
 
 
 class _Collect(logging.Handler):
@@ -183,9 +189,11 @@ def pool_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def map_files(func: Callable[..., Any], files: Sequence[Path], *args: Any, workers: int | None = None,
-              label: str = "reading traces") -> list[Any]:
-    """[func(f, *args) for f in files], on a process pool when it pays; errors as a serial loop's."""
+def map_files(func: Callable[..., Any], files: Sequence[Path | Sequence[Path]], *args: Any,
+              workers: int | None = None, label: str = "reading traces") -> list[Any]:
+    """[func(f, *args) for f in files], on a process pool when it pays; errors as a serial loop's.
+
+    An item of `files` is a path or a list of paths read together."""
     n = pool_size(files, workers) if (workers and workers > 1) or (workers is None and should_parallelize(files)) else 1
     with Progress(len(files), label) as progress:
         if n <= 1:
