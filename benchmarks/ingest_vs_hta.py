@@ -8,7 +8,8 @@
 Each contender runs in its own child process, measured from outside: wall time of the whole
 process (interpreter start and imports included, the same for all), CPU time (user+sys of the
 process and its pool workers), peak RSS of the largest single process (ru_maxrss from wait4) and
-peak RSS of the whole process tree (sum, sampled every 10 ms; what the machine must hold).
+peak memory of the whole process tree (sum of PSS, shared pages counted once, sampled every 10 ms:
+what the machine must hold).
 
 (a) HTA 0.5.0: TraceAnalysis(trace_dir=RUN) then get_comm_comp_overlap() (the optional [hta] extra).
 (b) overlapscope analyze RUN --format json, cold cache (cache directory emptied first); also warm.
@@ -80,8 +81,7 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, floa
         if pid:
             break
         try:
-            rss = ps.memory_info().rss + sum(c.memory_info().rss for c in ps.children(recursive=True))
-            tree_peak = max(tree_peak, rss)
+            tree_peak = max(tree_peak, sum(_resident(p) for p in [ps, *ps.children(recursive=True)]))
         except psutil.Error:
             pass
         time.sleep(0.01)
@@ -91,7 +91,16 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, floa
     if proc.returncode != 0:
         raise SystemExit(f"benchmark: {' '.join(cmd[:4])}... failed ({proc.returncode}):\n{err[-2000:]}")
     return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
-            "max_rss": usage.ru_maxrss * 1024, "tree_rss": max(tree_peak, usage.ru_maxrss * 1024)}
+            "max_rss": usage.ru_maxrss * 1024, "tree_rss": tree_peak or usage.ru_maxrss * 1024}
+
+
+def _resident(proc) -> int:
+    """PSS where the OS has it: pages a forked worker shares with its parent count once in the
+    sum, not once per process as RSS would."""
+    try:
+        return proc.memory_full_info().pss
+    except (AttributeError, OSError):
+        return proc.memory_info().rss
 
 
 def have_hta() -> bool:
@@ -135,7 +144,7 @@ def mb(n: float) -> str:
 def print_run(r: dict) -> None:
     raw = r["json_bytes"]
     print(f"\n{r['ranks']} ranks, {mb(raw)} of JSON ({mb(raw / r['ranks'])} per rank): {r['run']}")
-    print(f"  {'':34} {'wall s':>8} {'cpu s':>8} {'peak RSS tree':>14} {'largest proc':>13} {'tree / JSON':>11}")
+    print(f"  {'':34} {'wall s':>8} {'cpu s':>8} {'peak PSS tree':>14} {'largest proc':>13} {'tree / JSON':>11}")
     rows = [("(a) HTA 0.5.0", "a_hta"), ("(b) overlapscope analyze, cold", "b_overlapscope_cold"),
             ("    overlapscope analyze, warm", "b_overlapscope_warm"), ("(c) floor: inflate + orjson", "c_floor")]
     for label, key in rows:

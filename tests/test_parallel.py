@@ -1,6 +1,7 @@
 """Per-rank map + cross-rank reduce: the same Analysis (and the same errors) as the serial path."""
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import logging
 from pathlib import Path
@@ -18,7 +19,6 @@ from overlapscope.errors import OverlapscopeError
 from overlapscope.ingest import parallel
 
 BAD = Path(__file__).parent / "data" / "bad"
-SECTIONS = ("steps", "totals", "by_collective", "by_group", "by_scope")
 
 
 def rank_trace(rank: int | None, shift_ns: int) -> KinetoTrace:
@@ -48,9 +48,13 @@ def run_dir(tmp_path):
 
 
 def assert_same_analysis(a, b):
-    for name in SECTIONS:
-        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True)
-    assert a.run == b.run
+    """Every field of the Analysis, frames to the bit."""
+    for field in dataclasses.fields(a):
+        x, y = getattr(a, field.name), getattr(b, field.name)
+        if isinstance(x, pd.DataFrame):
+            pd.testing.assert_frame_equal(x, y, check_exact=True, obj=field.name)
+        else:
+            assert x == y, field.name
 
 
 def serial(path):
@@ -152,3 +156,16 @@ def test_pool_size_is_bounded_by_files_cores_and_memory(tmp_path, monkeypatch):
     assert parallel.pool_size(files) == 2
     monkeypatch.setattr(parallel, "available_memory", lambda: 1)
     assert parallel.pool_size(files) == 1
+
+
+def test_jobs_keep_the_serial_reading_order_and_read_nsys_together(tmp_path):
+    from overlapscope.ingest import plan_jobs
+
+    a, b, c, d = (tmp_path / n for n in ("a.json", "b.sqlite", "c.json.gz", "d.sqlite"))
+    # Serially: the Kineto reader gets a and c (each on its own), the nsys reader b and d in one call.
+    assert plan_jobs([a, b, c, d]) == [[a], [c], [b, d]]
+
+
+def test_nsys_export_same_analysis_on_the_pool(shared_traces):
+    path = shared_traces / "nsys" / "mfu_2gpu_before.sqlite"
+    assert_same_analysis(serial(path), analyze_path(path, pool_workers=2, cache=False))

@@ -25,8 +25,8 @@ BASE_WORKER_BYTES = 250 << 20
 """Resident size of a worker before it reads anything (Python, NumPy, pandas, pyarrow)."""
 BYTES_PER_JSON_BYTE = 3
 """Peak working set of a read per byte of uncompressed JSON (bytes + decoded events + columns)."""
-PARALLEL_MIN_BYTES = 16 << 20
-"""Runs smaller than this (on disk) are read in-process: a pool would cost more than it saves."""
+PARALLEL_MIN_BYTES = 32 << 20
+"""Runs with less JSON than this are read in-process: a pool would cost more than it saves."""
 
 
 @dataclass
@@ -92,13 +92,7 @@ def pool_size(items: Sequence[Path | Sequence[Path]], workers: int | None = None
 
 
 def should_parallelize(items: Sequence[Path | Sequence[Path]]) -> bool:
-    total = 0
-    for item in items:
-        for f in _paths(item):
-            try:
-                total += f.stat().st_size
-            except OSError:
-                pass
+    total = sum(json_bytes(f) for item in items for f in _paths(item))
     return len(items) > 1 and total >= PARALLEL_MIN_BYTES
 
 
