@@ -1,0 +1,98 @@
+"""Drive the dashboard in real headless Chromium: used by the tests, the scale benchmark and the README
+screenshot. Needs selenium and Debian's `chromium` + `chromium-driver` (/usr/bin/chromium,
+/usr/bin/chromedriver); nothing here is imported by the dashboard itself.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+CHROMIUM = os.environ.get("OVERLAPSCOPE_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("OVERLAPSCOPE_CHROMEDRIVER", "/usr/bin/chromedriver")
+# Root in a container needs --no-sandbox; the network is closed, so nothing may phone home.
+CHROMIUM_ARGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--window-size=1500,1100",
+)
+
+
+def browser_missing() -> str | None:
+    """Why a browser test cannot run here, or None when it can."""
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install 'dash[testing]' selenium)"
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not (os.path.isfile(path) or shutil.which(path)):
+            return f"{path} is missing (apt-get install -y chromium chromium-driver)"
+    return None
+
+
+@contextmanager
+def served(app) -> Iterator[str]:
+    """Serve a Dash app on a free local port in a thread; yields its URL."""
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, app.server, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/"
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in CHROMIUM_ARGS:
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for(predicate: Callable[[], Any], timeout_s: float = 30.0, poll_s: float = 0.02) -> Any:
+    """Poll until predicate() is truthy; its value, or TimeoutError."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for the page")
+        time.sleep(poll_s)
+
+
+# The figure Plotly actually drew in graph `graph_id` (the gd element holds data and layout).
+FIGURE_JS = """
+const gd = document.querySelector('[id="' + arguments[0] + '"] .js-plotly-plot');
+if (!gd || !gd.data || !gd._fullLayout) return null;
+const arr = (v) => (v == null ? null : Array.from(v));
+return {meta: gd.layout.meta || null,
+        traces: gd.data.map(t => ({meta: t.meta || null, mode: t.mode, x: arr(t.x), y: arr(t.y)})),
+        ticktext: gd.layout.yaxis && gd.layout.yaxis.ticktext ? Array.from(gd.layout.yaxis.ticktext) : [],
+        svg_marks: gd.querySelectorAll('g.trace').length};
+"""
+
+
+def figure(driver, graph_id: str) -> dict | None:
+    return driver.execute_script(FIGURE_JS, graph_id)
+
+
+def console_errors(driver) -> list[str]:
+    """SEVERE browser console entries since the last call."""
+    return [e["message"] for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
