@@ -77,13 +77,14 @@ def wait_for(predicate: Callable[[], Any], timeout_s: float = 30.0, poll_s: floa
         time.sleep(poll_s)
 
 
-# The figure Plotly actually drew in graph `graph_id` (the gd element holds data and layout).
+# The figure Plotly actually drew in graph `graph_id`: _fullData holds the decoded arrays (gd.data
+# may still hold the base64 typed-array specs the server sent).
 FIGURE_JS = """
 const gd = document.querySelector('[id="' + arguments[0] + '"] .js-plotly-plot');
-if (!gd || !gd.data || !gd._fullLayout) return null;
-const arr = (v) => (v == null ? null : Array.from(v));
+if (!gd || !gd._fullData || !gd._fullLayout) return null;
+const arr = (v) => (v == null ? null : Array.from(v, (e) => (typeof e === 'number' && isNaN(e) ? null : e)));
 return {meta: gd.layout.meta || null,
-        traces: gd.data.map(t => ({meta: t.meta || null, mode: t.mode, x: arr(t.x), y: arr(t.y)})),
+        traces: gd._fullData.map(t => ({meta: t.meta || null, mode: t.mode, x: arr(t.x), y: arr(t.y)})),
         ticktext: gd.layout.yaxis && gd.layout.yaxis.ticktext ? Array.from(gd.layout.yaxis.ticktext) : [],
         svg_marks: gd.querySelectorAll('g.trace').length};
 """

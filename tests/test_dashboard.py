@@ -1,0 +1,318 @@
+"""The dashboard, driven in real headless Chromium (selenium + Debian chromium/chromedriver).
+
+Pages: a real GPU trace (../shared/traces), a 2-rank CPU gloo run made here with torchrun, two runs
+compared, and a run that fails to load. The exposed lane is checked against analyze() by summing the
+segments Plotly actually holds in the browser.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from overlapscope import analyze, load_run
+from overlapscope.analysis import intervals as iv
+from overlapscope.dashboard import create_app
+from overlapscope.dashboard import testing as T
+from overlapscope.dashboard.data import ALL_STEPS, Lane, decimate, load_run_data
+from overlapscope.dashboard.timeline import timeline_figure, view_from_relayout
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+GPU = SHARED / "traces/kineto-gpu"
+CONTROL = GPU / "trace_diff_control/control.json.gz"
+NCCL = GPU / "nccl_parser_config/nccl_data.json.gz"
+
+needs_shared = pytest.mark.skipif(not CONTROL.is_file(), reason=f"{CONTROL} not present (../shared traces)")
+needs_browser = pytest.mark.skipif(T.browser_missing() is not None, reason=str(T.browser_missing()))
+
+CPU_RUN_SCRIPT = textwrap.dedent('''
+    import sys, torch, torch.distributed as dist, torch.nn as nn
+    from torch.profiler import profile, ProfilerActivity, schedule, record_function
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = DDP(nn.Sequential(*[nn.Sequential(nn.Linear(128, 512), nn.ReLU(), nn.Linear(512, 128))
+                                for _ in range(3)]), bucket_cap_mb=1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(32, 128)
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=3)) as prof:
+        for _ in range(5):
+            with record_function("forward <model>"):
+                loss = model(x).pow(2).mean()
+            with record_function("backward"):
+                loss.backward()
+            opt.step(); opt.zero_grad(); prof.step()
+    prof.export_chrome_trace(f"{sys.argv[1]}/rank{dist.get_rank()}.trace.json")
+    dist.destroy_process_group()
+''')
+
+
+@pytest.fixture(scope="session")
+def cpu_run(tmp_path_factory) -> Path:
+    """A real 2-rank DDP run on gloo, profiled on CPU: 3 profiled steps, ranges named by record_function."""
+    out = tmp_path_factory.mktemp("cpu_run")
+    script = out / "ddp.py"
+    script.write_text(CPU_RUN_SCRIPT)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           str(script), str(out)], capture_output=True, text=True, timeout=300, env=env, cwd=out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    script.unlink()
+    assert sorted(p.name for p in out.iterdir()) == ["rank0.trace.json", "rank1.trace.json"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with T.chromium() as driver:
+        yield driver
+
+
+def open_page(driver, paths):
+    app = create_app([str(p) for p in paths])
+    ctx = T.served(app)
+    url = ctx.__enter__()
+    driver.get_log("browser")  # drop entries of the previous page
+    driver.get(url)
+    return ctx
+
+
+def exposed_drawn_ns(fig: dict) -> dict[int, int]:
+    """Per rank, the total length of the exposed-lane segments Plotly holds (x in ms -> ns)."""
+    out = {}
+    for tr in fig["traces"]:
+        if tr["meta"] and tr["meta"].get("kind") == "exposed":
+            x = np.array([np.nan if v is None else v for v in tr["x"]], dtype=float).reshape(-1, 3)
+            out[tr["meta"]["rank"]] = int(round(((x[:, 1] - x[:, 0]) * 1e6).sum()))
+    return out
+
+
+def figure_where(driver, graph_id, predicate, timeout_s=30):
+    return T.wait_for(lambda: (lambda f: f if f and predicate(f) else None)(T.figure(driver, graph_id)), timeout_s)
+
+
+def choose_step(driver, i: int, label: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.ID, f"step-{i}").click()
+    option = T.wait_for(lambda: [o for o in driver.find_elements(By.CSS_SELECTOR, "[role=option]")
+                                 if o.text.strip() == label])
+    option[0].click()
+
+
+def click_tab(driver, label: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    [tab] = [t for t in driver.find_elements(By.CSS_SELECTOR, ".tab") if t.text.strip() == label]
+    tab.click()
+
+
+# ---------- without a browser: decimation, zoom parsing, the exposed lane's numbers ----------
+
+def _lane(starts, ends) -> Lane:
+    n = len(starts)
+    return Lane(rank=0, kind="compute", label="compute stream:7", starts=np.array(starts, np.int64),
+                ends=np.array(ends, np.int64), names=np.array([f"k{i}" for i in range(n)], dtype=object),
+                collective=np.full(n, "", dtype=object), nbytes=np.full(n, -1, np.int64),
+                wait_ns=np.full(n, -1, np.int64), transfer_ns=np.full(n, -1, np.int64))
+
+
+def test_decimate_merges_gaps_under_a_pixel_and_keeps_busy_time_exact():
+    lane = _lane([0, 12, 100, 130], [10, 20, 110, 131])
+    b = decimate(lane, np.arange(4), px_ns=5, max_exact=2)
+    assert b.starts.tolist() == [0, 100, 130] and b.ends.tolist() == [20, 110, 131]
+    assert b.count.tolist() == [2, 1, 1] and b.busy_ns.tolist() == [18, 10, 1] and b.first.tolist() == [0, 2, 3]
+    exact = decimate(lane, np.arange(4), px_ns=5, max_exact=4)
+    assert exact.starts.tolist() == [0, 12, 100, 130] and exact.count.tolist() == [1, 1, 1, 1]
+
+
+def test_visible_finds_nested_ranges_that_start_before_the_view():
+    # A long outer range [0, 100) holds [10, 20); [30, 40) follows. View [50, 60) meets only the outer one.
+    lane = _lane([0, 10, 30], [100, 20, 40])
+    assert lane.visible(50, 60).tolist() == [0]
+    assert lane.visible(15, 35).tolist() == [0, 1, 2]
+    assert lane.visible(100, 200).tolist() == []
+
+
+def test_view_from_relayout():
+    assert view_from_relayout({"xaxis.range[0]": 2.5, "xaxis.range[1]": 1.0}, 1000) == (1_001_000, 2_501_000)
+    assert view_from_relayout({"xaxis.range": [0, 1]}, 0) == (0, 1_000_000)
+    assert view_from_relayout({"xaxis.autorange": True}, 0) is None
+    assert view_from_relayout({"autosize": True}, 0) is None
+
+
+@needs_shared
+def test_exposed_lane_equals_analyzer_every_step_and_zoom():
+    data = load_run_data(CONTROL)
+    steps = data.analysis.steps
+    for step in data.steps:
+        fig = timeline_figure(data, step)
+        [lane] = [t for t in fig.data if t.meta and t.meta.get("kind") == "exposed"]
+        x = np.asarray(lane.x, dtype=float).reshape(-1, 3)
+        want = int(steps.loc[steps["step"] == step, "exposed_comm_ns"].iloc[0])
+        assert int(round(((x[:, 1] - x[:, 0]) * 1e6).sum())) == want == lane.meta["exposed_ns"]
+    # The README's reference total for this trace (µs): exposed comm 87,921 over its 6 steps.
+    assert data.ranks[0].exposed.total == 87_921_000
+    # Zoomed in, far fewer intervals are sent but the lane still says the step's exact total.
+    t0 = data.span(1009)[0]
+    zoomed = timeline_figure(data, 1009, (t0 + 20_000_000, t0 + 30_000_000))
+    assert zoomed.layout.meta["points"] < timeline_figure(data, 1009).layout.meta["points"]
+    [lane] = [t for t in zoomed.data if t.meta and t.meta.get("kind") == "exposed"]
+    assert lane.meta["exposed_ns"] == 9_704_000
+
+
+def test_bad_run_becomes_a_readable_error(tmp_path):
+    bad = tmp_path / "rank0.json.gz"
+    bad.write_bytes(gzip.compress(b'{"traceEvents": [')[:-6])
+    data = load_run_data(bad)
+    assert not data.ok and str(bad) in data.error and "gzip" in data.error
+
+
+# ---------- in Chromium ----------
+
+@needs_browser
+@needs_shared
+def test_gpu_trace_page_summary_timeline_steps_zoom_and_breakdowns(browser):
+    from selenium.webdriver.common.by import By
+
+    a = analyze(load_run(CONTROL))
+    ctx = open_page(browser, [CONTROL])
+    try:
+        fig = figure_where(browser, "timeline-0", lambda f: f["meta"]["step"] == 1009)
+        assert fig["ticktext"] == ["r3 ranges", "r3 compute stream:20", "r3 compute stream:7", "r3 comm stream:21",
+                                   "r3 memcpy/memset", "r3 exposed comm (9.704 ms)"]
+        assert exposed_drawn_ns(fig) == {3: 9_704_000}
+        # Summary: 87,921 µs exposed of 464,594 µs of windows; overlap 75,614 / 163,535 (README reference).
+        text = browser.find_element(By.ID, "summary-0-exposed-comm").text
+        assert "14.654 ms" in text or "14.653 ms" in text
+        assert "18.9% of step" in text
+        assert "46.2%" in browser.find_element(By.ID, "summary-0-overlap").text
+        assert "send_recv" in browser.find_element(By.ID, "summary-0-worst-collective").text
+
+        choose_step(browser, 0, "step 1012")
+        fig = figure_where(browser, "timeline-0", lambda f: f["meta"]["step"] == 1012)
+        want = int(a.steps.loc[a.steps["step"] == 1012, "exposed_comm_ns"].iloc[0])
+        assert exposed_drawn_ns(fig) == {3: want} and want == 14_588_000
+
+        choose_step(browser, 0, "all steps")
+        fig = figure_where(browser, "timeline-0", lambda f: f["meta"]["step"] == ALL_STEPS)
+        assert exposed_drawn_ns(fig) == {3: 87_921_000}
+
+        # Zoom the way a drag does: Plotly relayout -> server redraw of just that range.
+        browser.execute_script(
+            "const gd = document.querySelector('[id=\"timeline-0\"] .js-plotly-plot');"
+            "Plotly.relayout(gd, {'xaxis.range[0]': 100, 'xaxis.range[1]': 110});")
+        zoomed = figure_where(browser, "timeline-0", lambda f: f["meta"]["view_ms"] == [100, 110])
+        assert 0 < zoomed["meta"]["points"] < fig["meta"]["points"]
+
+        click_tab(browser, "Breakdowns")
+        T.wait_for(lambda: T.figure(browser, "collective-0"))
+        bars = T.figure(browser, "collective-0")["traces"]
+        assert [t["y"] for t in bars][0] == ["all_reduce", "send_recv"]  # largest exposed at the top
+        for key in ("group-0", "scope-0", "variation-0"):
+            assert T.figure(browser, key) is not None, key
+        for key in ("prefetch-0", "bubbles-0", "gantt-0", "waits-0"):
+            el = browser.find_element(By.ID, key)
+            assert el.text == "no data for this run" or T.figure(browser, key) is not None, key
+        assert T.console_errors(browser) == []
+    finally:
+        ctx.__exit__(None, None, None)
+
+
+@needs_browser
+def test_cpu_run_page_has_lanes_per_rank_and_exact_exposed(browser, cpu_run):
+    run = load_run(cpu_run)
+    a = analyze(run)
+    first = int(a.steps["step"].min())
+    ctx = open_page(browser, [cpu_run])
+    try:
+        fig = figure_where(browser, "timeline-0", lambda f: f["meta"]["step"] == first)
+        for trace in run.ranks:
+            main = trace.events.loc[trace.events["kind"] == "compute", "lane"].astype(str).unique()
+            workers = sorted(trace.events.loc[trace.events["kind"] == "comm", "lane"].astype(str).unique())
+            r = trace.rank
+            mine = [t for t in fig["ticktext"] if t.startswith(f"r{r} ")]
+            assert mine[:2] == [f"r{r} ranges", f"r{r} compute {main[0]}"]
+            assert mine[2:2 + len(workers)] == [f"r{r} comm {w}" for w in workers] and len(workers) == 2
+            assert mine[-1].startswith(f"r{r} exposed comm (")
+        want = {int(r): int(v) for r, v in a.steps.loc[a.steps["step"] == first, ["rank", "exposed_comm_ns"]].values}
+        assert exposed_drawn_ns(fig) == want and all(v > 0 for v in want.values())
+        assert T.console_errors(browser) == []
+    finally:
+        ctx.__exit__(None, None, None)
+
+
+@needs_browser
+@needs_shared
+def test_two_runs_side_by_side_and_compare(browser, cpu_run):
+    from selenium.webdriver.common.by import By
+
+    ctx = open_page(browser, [NCCL, CONTROL])
+    try:
+        figure_where(browser, "timeline-0", lambda f: True)
+        figure_where(browser, "timeline-1", lambda f: True)
+        assert "A: nccl_data.json.gz" in browser.page_source and "B: control.json.gz" in browser.page_source
+        click_tab(browser, "Compare")
+        table = T.wait_for(lambda: browser.find_elements(By.ID, "compare-table-collective"))[0]
+        rows = {tr.find_elements(By.TAG_NAME, "td")[0].text: [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+                for tr in table.find_elements(By.CSS_SELECTOR, "tbody tr")}
+        # ms per step (one rank each): A all_reduce 39,445,134 ns / 3 steps; B send_recv 83,443,000 ns / 6 steps.
+        assert rows["all_reduce"][1] == "13.148" and rows["send_recv"][2] == "13.907"
+        assert rows["send_recv"][3] == "13.907" and rows["broadcast"][3] == "-0.038"
+        assert T.figure(browser, "compare-scope") is not None
+        assert T.console_errors(browser) == []
+    finally:
+        ctx.__exit__(None, None, None)
+
+
+@needs_browser
+def test_run_that_fails_to_load_shows_its_error(browser, tmp_path, cpu_run):
+    from selenium.webdriver.common.by import By
+
+    bad = tmp_path / "broken.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "ts": ')
+    ctx = open_page(browser, [bad, cpu_run])
+    try:
+        err = T.wait_for(lambda: browser.find_elements(By.ID, "load-error-0"))[0]
+        assert "Could not load run A" in err.text and str(bad) in err.text and "JSON" in err.text
+        figure_where(browser, "timeline-1", lambda f: True)  # the good run still renders
+    finally:
+        ctx.__exit__(None, None, None)
+    ctx = open_page(browser, [tmp_path / "missing"])
+    try:
+        err = T.wait_for(lambda: browser.find_elements(By.ID, "load-error-0"))[0]
+        assert "no such file or directory" in err.text
+    finally:
+        ctx.__exit__(None, None, None)
+
+
+def test_app_py_binds_localhost_and_serves(cpu_run):
+    port = 18000 + os.getpid() % 1000
+    proc = subprocess.Popen([sys.executable, str(REPO / "app.py"), str(cpu_run), "--port", str(port)],
+                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith(f"overlapscope dashboard: http://127.0.0.1:{port}/"), line
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read().decode()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "server did not start"
+                time.sleep(0.2)
+        assert "overlapscope" in body
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
