@@ -89,12 +89,11 @@ def open_page(driver, paths):
 
 def exposed_drawn_ns(fig: dict) -> dict[int, int]:
     """Per rank, the total length of the exposed-lane segments Plotly holds (x in ms -> ns)."""
-    out = {}
-    for tr in fig["traces"]:
-        if tr["meta"] and tr["meta"].get("kind") == "exposed":
-            x = np.array([np.nan if v is None else v for v in tr["x"]], dtype=float).reshape(-1, 3)
-            out[tr["meta"]["rank"]] = int(round(((x[:, 1] - x[:, 0]) * 1e6).sum()))
-    return out
+    [tr] = [t for t in fig["traces"] if t["meta"] and t["meta"].get("kind") == "exposed"]
+    x = np.array([np.nan if v is None else v for v in tr["x"]], dtype=float).reshape(-1, 3)
+    y = np.array([np.nan if v is None else v for v in tr["y"]], dtype=float).reshape(-1, 3)[:, 0]
+    return {int(rank): int(round(((x[y == lane_y, 1] - x[y == lane_y, 0]) * 1e6).sum()))
+            for rank, lane_y in tr["meta"]["lane_y"].items()}
 
 
 def figure_where(driver, graph_id, predicate, timeout_s=30):
@@ -160,7 +159,7 @@ def test_exposed_lane_equals_analyzer_every_step_and_zoom():
         [lane] = [t for t in fig.data if t.meta and t.meta.get("kind") == "exposed"]
         x = np.asarray(lane.x, dtype=float).reshape(-1, 3)
         want = int(steps.loc[steps["step"] == step, "exposed_comm_ns"].iloc[0])
-        assert int(round(((x[:, 1] - x[:, 0]) * 1e6).sum())) == want == lane.meta["exposed_ns"]
+        assert int(round(((x[:, 1] - x[:, 0]) * 1e6).sum())) == want == lane.meta["exposed_ns"]["3"]
     # The README's reference total for this trace (µs): exposed comm 87,921 over its 6 steps.
     assert data.ranks[0].exposed.total == 87_921_000
     # Zoomed in, far fewer intervals are sent but the lane still says the step's exact total.
@@ -168,7 +167,7 @@ def test_exposed_lane_equals_analyzer_every_step_and_zoom():
     zoomed = timeline_figure(data, 1009, (t0 + 20_000_000, t0 + 30_000_000))
     assert zoomed.layout.meta["points"] < timeline_figure(data, 1009).layout.meta["points"]
     [lane] = [t for t in zoomed.data if t.meta and t.meta.get("kind") == "exposed"]
-    assert lane.meta["exposed_ns"] == 9_704_000
+    assert lane.meta["exposed_ns"] == {"3": 9_704_000}
 
 
 def test_bad_run_becomes_a_readable_error(tmp_path):

@@ -30,6 +30,9 @@ def create_app(paths: Sequence[str | Path], *, no_steps: bool = False, step_patt
         if not r.ok:
             log.warning("%s", r.error)
     cache = FigureCache(runs)
+    for i, r in enumerate(runs):  # the first page shows each run's first step: draw it now, not on the request
+        if r.ok:
+            cache.timeline(i, r.steps[0])
     app = Dash(__name__, title="overlapscope", suppress_callback_exceptions=True, update_title=None)
     app.layout = lambda: page(runs, cache)  # built per page load from cached figures
     register(app, runs, cache)

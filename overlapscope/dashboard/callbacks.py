@@ -24,9 +24,26 @@ def register(app: Dash, runs: list[RunData], cache: FigureCache) -> None:
             _register_timeline(app, data, i, cache)
 
 
+# Only x-axis changes reach the server: Plotly also reports autosize and other layout events, and a
+# round trip for those would race with a real zoom that follows it.
+_X_ONLY = """
+function(relayout) {
+    if (!relayout) { return window.dash_clientside.no_update; }
+    const keys = Object.keys(relayout).filter(k => k.startsWith('xaxis.range') || k.startsWith('xaxis.autorange'));
+    if (keys.length === 0) { return window.dash_clientside.no_update; }
+    const out = {};
+    keys.forEach(k => { out[k] = relayout[k]; });
+    return out;
+}
+"""
+
+
 def _register_timeline(app: Dash, data: RunData, i: int, cache: FigureCache) -> None:
-    @app.callback(Output(f"timeline-{i}", "figure"), Input(f"step-{i}", "value"),
-                  Input(f"timeline-{i}", "relayoutData"), prevent_initial_call=True)
+    app.clientside_callback(_X_ONLY, Output(f"zoom-{i}", "data"), Input(f"timeline-{i}", "relayoutData"),
+                            prevent_initial_call=True)
+
+    @app.callback(Output(f"timeline-{i}", "figure"), Input(f"step-{i}", "value"), Input(f"zoom-{i}", "data"),
+                  prevent_initial_call=True)
     def _redraw(step, relayout):
         if step is None or (step not in data.steps and step != ALL_STEPS):
             return no_update

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 # Lane kinds, top to bottom inside a rank's row group.
 LANE_ORDER = ("ranges", "compute", "comm", "memcpy", "exposed")
 ALL_STEPS = -999
-HOVER_NAME_CHARS = 100  # step selector value for "every step"
+HOVER_NAME_CHARS = 60  # step selector value for "every step"
 # Step ranges are the windows themselves; drawing them as a range would cover every lane label.
 _STEP_RANGE_PREFIX = "ProfilerStep#"
 

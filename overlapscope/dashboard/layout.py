@@ -107,6 +107,7 @@ def timeline_view(data: RunData, i: int, cache: FigureCache) -> html.Div:
                             style={"color": "#666", "fontSize": "12px", "marginLeft": "12px"})],
                  style={"display": "flex", "alignItems": "center", "gap": "8px"}),
         dcc.Graph(id=f"timeline-{i}", figure=cache.timeline(i, first), config=GRAPH_CONFIG),
+        dcc.Store(id=f"zoom-{i}"),
     ], style={"marginTop": "8px"})
 
 

@@ -90,8 +90,26 @@ return {meta: gd.layout.meta || null,
 """
 
 
+META_JS = """
+const gd = document.querySelector('[id="' + arguments[0] + '"] .js-plotly-plot');
+return gd && gd._fullData && gd._fullLayout && gd.layout.meta ? gd.layout.meta : null;
+"""
+
+
 def figure(driver, graph_id: str) -> dict | None:
+    """Data and layout of the drawn figure (every point: slow for big figures, use meta() to wait)."""
     return driver.execute_script(FIGURE_JS, graph_id)
+
+
+def meta(driver, graph_id: str) -> dict | None:
+    """layout.meta of the drawn figure: the timeline's step, view and point count."""
+    return driver.execute_script(META_JS, graph_id)
+
+
+def idle(driver) -> bool:
+    """No callback in flight (Dash marks the outputs of pending callbacks as loading)."""
+    return driver.execute_script(
+        "return document.querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0;")
 
 
 def console_errors(driver) -> list[str]:

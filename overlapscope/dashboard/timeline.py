@@ -1,8 +1,8 @@
 """The timeline figure: per rank, a range lane, compute/comm lanes, a memcpy lane and the exposed lane.
 
-Every lane is one WebGL line trace (segments separated by NaN, drawn as thick strokes) plus one
-invisible marker trace that carries the hover: a few hundred thousand intervals stay a handful of
-traces. Only what meets the current view is sent, merged to the pixel width when a lane has more
+Lanes are WebGL line segments (separated by NaN, drawn as thick strokes), one trace per colour for
+the whole figure, plus invisible marker traces that carry the hover: a few hundred thousand
+intervals stay about ten traces. Only what meets the current view is sent, merged to the pixel width when a lane has more
 intervals than `max_exact` (data.decimate). The exposed lane is never merged: it is drawn from
 `exposed_intervals` clipped to the step window, so its total is analyze()'s exposed_comm_ns.
 """
@@ -35,11 +35,14 @@ class TimelineConfig:
             raise ValueError("TimelineConfig: width_px >= 100, max_exact >= 1 and max_exposed >= 1")
 
 
-def _segments(starts: np.ndarray, ends: np.ndarray, t0: int, y: float) -> tuple[np.ndarray, np.ndarray]:
-    x = np.full((starts.size, 3), np.nan)
+def _segments(starts: np.ndarray, ends: np.ndarray, t0: int, y: float,
+              dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
+    """x (ms from t0) and y of line segments separated by NaN. float32 is exact to well under a pixel
+    and halves what is sent; the exposed lane uses float64 so its drawn lengths add up to the ns."""
+    x = np.full((starts.size, 3), np.nan, dtype=dtype)
     x[:, 0] = (starts - t0) / 1e6
     x[:, 1] = (ends - t0) / 1e6
-    yy = np.full((starts.size, 3), np.nan)
+    yy = np.full((starts.size, 3), np.nan, dtype=np.float32)
     yy[:, :2] = y
     return x.ravel(), yy.ravel()
 
@@ -49,14 +52,18 @@ def _ms(values: np.ndarray) -> np.ndarray:
 
 
 def _hover_rows(lane: Lane, b: Blocks) -> tuple[np.ndarray, str]:
-    """customdata rows and the hovertemplate for a lane's blocks."""
+    """customdata rows and the hover kind ("basic" or "comm") of a lane's blocks.
+
+    The lane itself is on the y axis, so the hover names only the event (or the merged block).
+    """
     one = b.count == 1
-    names = lane.names[b.first]
-    what = np.where(one, names, np.char.add(np.char.add(b.count.astype(str), " events, first "),
-                                           names.astype(str)).astype(object))
-    cols = [what, _ms(b.ends - b.starts), _ms(b.busy_ns)]
-    tpl = "<b>%{customdata[0]}</b><br>duration %{customdata[1]} (busy %{customdata[2]})"
+    names = lane.names[b.first].astype(str)
+    merged = np.char.add(np.char.add(np.char.add(b.count.astype(str), " events, busy "), _ms(b.busy_ns).astype(str)),
+                         np.char.add(", first ", names))
+    cols = [np.where(one, names, merged).astype(object), _ms(b.ends - b.starts)]
+    kind = "basic"
     if lane.kind == "comm":
+        kind = "comm"
         coll = np.where(one, lane.collective[b.first], "merged").astype(object)
         nbytes = lane.nbytes[b.first]
         wait, transfer = lane.wait_ns[b.first], lane.transfer_ns[b.first]
@@ -64,68 +71,95 @@ def _hover_rows(lane: Lane, b: Blocks) -> tuple[np.ndarray, str]:
         cols += [coll, np.where(one & (nbytes >= 0), np.char.mod("%d", nbytes), "?").astype(object),
                  np.where(known, _ms(wait), "n/a").astype(object),
                  np.where(known, _ms(np.maximum(transfer, 0)), "n/a").astype(object)]
-        tpl += ("<br>collective %{customdata[3]} · bytes %{customdata[4]}"
-                "<br>wait %{customdata[5]} · transfer %{customdata[6]}")
-    return np.column_stack(cols), tpl
+    return np.column_stack(cols), kind
 
 
-def _lane_traces(lane: Lane, b: Blocks, t0: int, y: float, label: str, px_ns: float) -> list[go.Scattergl]:
+_TEMPLATES = {
+    "basic": "<b>%{customdata[0]}</b><br>%{customdata[1]}<extra></extra>",
+    "comm": ("<b>%{customdata[0]}</b><br>%{customdata[1]}"
+             "<br>collective %{customdata[2]} · bytes %{customdata[3]}"
+             "<br>wait %{customdata[4]} · transfer %{customdata[5]}<extra></extra>"),
+    "exposed": "<b>exposed comm</b><br>%{customdata}<extra></extra>",
+}
+
+
+class _Collector:
+    """Segments grouped by colour and hover points grouped by template, across all lanes and ranks.
+
+    WebGL cost grows with the number of traces far more than with points, so a whole figure is about
+    ten traces: one line trace per colour, one hover trace per template, one exposed trace.
+    """
+
+    def __init__(self, t0: int) -> None:
+        self.t0 = t0
+        self.lines: dict[tuple[str, float], list[tuple[np.ndarray, np.ndarray]]] = {}
+        self.hovers: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+
+    def add_lines(self, color: str, opacity: float, starts: np.ndarray, ends: np.ndarray, y: float) -> None:
+        if starts.size:
+            self.lines.setdefault((color, opacity), []).append(_segments(starts, ends, self.t0, y))
+
+    def add_hover(self, kind: str, x_ns: np.ndarray, y: float, custom: np.ndarray) -> None:
+        if x_ns.size:
+            self.hovers.setdefault(kind, []).append(
+                (((x_ns - self.t0) / 1e6).astype(np.float32), np.full(x_ns.size, y, dtype=np.float32), custom))
+
+    def traces(self) -> list[go.Scattergl]:
+        out = []
+        for (color, opacity), parts in self.lines.items():
+            out.append(go.Scattergl(
+                x=np.concatenate([p[0] for p in parts]), y=np.concatenate([p[1] for p in parts]), mode="lines",
+                line={"color": color, "width": BAR_PX}, opacity=opacity, hoverinfo="skip", showlegend=False,
+                meta={"kind": "lines", "color": color}))
+        for kind, parts in self.hovers.items():
+            out.append(go.Scattergl(
+                x=np.concatenate([p[0] for p in parts]), y=np.concatenate([p[1] for p in parts]),
+                customdata=np.concatenate([p[2] for p in parts]), mode="markers",
+                marker={"size": BAR_PX, "opacity": 0}, hovertemplate=_TEMPLATES[kind], showlegend=False,
+                meta={"kind": "hover", "template": kind}))
+        return out
+
+
+def _add_lane(col: _Collector, lane: Lane, b: Blocks, y: float, px_ns: float) -> None:
     if b.starts.size == 0:
-        return []
-    custom, tpl = _hover_rows(lane, b)
-    traces = []
+        return
     if lane.kind == "comm":
         colls = np.where(b.count == 1, lane.collective[b.first], "").astype(str)
-        groups = [(c, colls == c) for c in np.unique(colls)]
+        for coll in np.unique(colls):
+            sel = colls == coll
+            col.add_lines(collective_color(coll), 1.0, b.starts[sel], b.ends[sel], y)
     else:
-        groups = [(None, np.ones(b.starts.size, bool))]
-    for coll, sel in groups:
-        color = collective_color(coll) if lane.kind == "comm" else COLORS[lane.kind]
-        x, yy = _segments(b.starts[sel], b.ends[sel], t0, y)
-        traces.append(go.Scattergl(
-            x=x, y=yy, mode="lines", line={"color": color, "width": BAR_PX}, hoverinfo="skip",
-            opacity=0.55 if lane.kind == "ranges" else 1.0, showlegend=False,
-            name=label, meta={"lane": label, "kind": lane.kind, "rank": lane.rank}))
+        col.add_lines(COLORS[lane.kind], 0.55 if lane.kind == "ranges" else 1.0, b.starts, b.ends, y)
+    custom, kind = _hover_rows(lane, b)
     # Hover points: the middle of every block, plus both ends of blocks wide enough to hover away from it.
     wide = np.flatnonzero((b.ends - b.starts) > 3 * BAR_PX * px_ns)
     hx = np.concatenate([(b.starts + b.ends) / 2, b.starts[wide] + px_ns * BAR_PX, b.ends[wide] - px_ns * BAR_PX])
-    traces.append(go.Scattergl(
-        x=(hx - t0) / 1e6, y=np.full(hx.size, y), mode="markers", marker={"size": BAR_PX, "opacity": 0},
-        customdata=np.concatenate([custom, custom[wide], custom[wide]]), hovertemplate=tpl + f"<extra>{label}</extra>",
-        showlegend=False, name=label, meta={"lane": label, "kind": "hover", "rank": lane.rank}))
-    return traces
+    col.add_hover(kind, hx, y, np.concatenate([custom, custom[wide], custom[wide]]))
 
 
-def _exposed_traces(exposed: iv.Intervals, t0: int, y: float, label: str, rank: int, total_ns: int,
-                    px_ns: float, cfg: TimelineConfig) -> list[go.Scattergl]:
-    s, e = exposed.starts, exposed.ends
-    merged = s.size > cfg.max_exposed
-    if merged:
-        grown = iv.merge(s, e + np.int64(max(1, int(px_ns))))
-        s, e = grown.starts, grown.ends - np.int64(max(1, int(px_ns)))
-    x, yy = _segments(s, e, t0, y)
-    meta = {"lane": label, "kind": "exposed", "rank": rank, "exposed_ns": total_ns, "merged": merged}
-    line = go.Scattergl(x=x, y=yy, mode="lines", line={"color": COLORS["exposed"], "width": BAR_PX},
-                        hoverinfo="skip", showlegend=False, name=label, meta=meta)
-    mid = (s + e) / 2
-    hover = go.Scattergl(
-        x=(mid - t0) / 1e6, y=np.full(s.size, y), mode="markers", marker={"size": BAR_PX, "opacity": 0},
-        customdata=_ms(e - s), showlegend=False, name=label,
-        hovertemplate="<b>exposed comm</b><br>%{customdata}<extra>" + label + "</extra>",
-        meta={"lane": label, "kind": "hover", "rank": rank})
-    return [line, hover]
+def _exposed_segments(exposed: iv.Intervals, px_ns: float, cfg: TimelineConfig) -> tuple[iv.Intervals, bool]:
+    if len(exposed) <= cfg.max_exposed:
+        return exposed, False
+    gap = np.int64(max(1, int(px_ns)))
+    grown = iv.merge(exposed.starts, exposed.ends + gap)
+    return iv.Intervals(grown.starts, grown.ends - gap), True
 
 
 def timeline_figure(data: RunData, step: int, view_ns: tuple[int, int] | None = None,
                     cfg: TimelineConfig = TimelineConfig()) -> go.Figure:
-    """The timeline of `step` (or ALL_STEPS); `view_ns` is the aligned [lo, hi) shown, default the step."""
+    """The timeline of `step` (or ALL_STEPS); `view_ns` is the aligned [lo, hi) shown, default the step.
+
+    The exposed trace's meta holds, per rank, its lane's y and the step's exact exposed total.
+    """
     span = data.span(step)
     if span is None:
         return go.Figure(layout={"title": f"step {step} is not in this run"})
     t0 = span[0]
     lo, hi = view_ns if view_ns else span
     px_ns = (hi - lo) / cfg.width_px
-    traces: list[go.Scattergl] = []
+    col = _Collector(t0)
+    exposed_parts: list[tuple[np.ndarray, np.ndarray]] = []
+    exposed_meta: dict = {"kind": "exposed", "exposed_ns": {}, "lane_y": {}, "merged": {}}
     ticks: list[tuple[float, str]] = []
     shapes = []
     y = 0.0
@@ -140,21 +174,30 @@ def timeline_figure(data: RunData, step: int, view_ns: tuple[int, int] | None = 
             for lane in (ln for ln in rv.lanes if ln.kind == kind):
                 b = decimate(lane, lane.visible(lo - off, hi - off), px_ns, cfg.max_exact)
                 label = f"r{rv.rank} {lane.label}"
-                traces += _lane_traces(lane, b._replace(starts=b.starts + off, ends=b.ends + off), t0, y, label, px_ns)
+                _add_lane(col, lane, b._replace(starts=b.starts + off, ends=b.ends + off), y, px_ns)
                 points += b.starts.size
                 ticks.append((y, label))
                 y += 1
         exposed = iv.clip(rv.exposed, *window)
-        total_ns = exposed.total
         label = f"r{rv.rank} exposed comm"
         keep = (exposed.ends + off > lo) & (exposed.starts + off < hi)
-        shown = iv.Intervals(exposed.starts[keep] + off, exposed.ends[keep] + off)
-        traces += _exposed_traces(shown, t0, y, label, rv.rank, total_ns, px_ns, cfg)
+        shown, merged = _exposed_segments(
+            iv.Intervals(exposed.starts[keep] + off, exposed.ends[keep] + off), px_ns, cfg)
+        exposed_parts.append(_segments(shown.starts, shown.ends, t0, y, dtype=np.float64))
+        col.add_hover("exposed", (shown.starts + shown.ends) / 2, y, _ms(shown.ends - shown.starts))
+        for key, value in (("exposed_ns", exposed.total), ("lane_y", y), ("merged", merged)):
+            exposed_meta[key][str(rv.rank)] = value
         points += len(shown)
-        ticks.append((y, f"{label} ({total_ns / 1e6:.3f} ms)"))
+        ticks.append((y, f"{label} ({exposed.total / 1e6:.3f} ms)"))
         y += 1
         shapes.append({"type": "rect", "xref": "paper", "x0": 0, "x1": 1, "y0": top - 0.5, "y1": y - 0.5,
                        "line": {"width": 1, "color": "#bbbbbb"}, "fillcolor": "rgba(0,0,0,0)", "layer": "below"})
+    traces = col.traces()
+    if exposed_parts:
+        traces.append(go.Scattergl(
+            x=np.concatenate([p[0] for p in exposed_parts]), y=np.concatenate([p[1] for p in exposed_parts]),
+            mode="lines", line={"color": COLORS["exposed"], "width": BAR_PX}, hoverinfo="skip", showlegend=False,
+            meta=exposed_meta))
     step_label = "all steps" if step == ALL_STEPS else f"step {step}"
     fig = go.Figure(data=traces)
     fig.update_layout(
