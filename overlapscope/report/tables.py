@@ -87,24 +87,36 @@ def _breakdown(analysis: Analysis, frame: pd.DataFrame, column: str, top: int = 
     return header, rows
 
 
-def sections(analysis: Analysis) -> list[tuple[str, list[str], list[list[str]]]]:
+def _per_step(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
+    header = ["rank", "step", "window ms", "compute ms", "comm ms", "overlapped ms", "exposed ms",
+              "exposed memcpy ms", "idle ms", "overlap %", "exposed %"]
+    rows = [[str(r.rank), str(r.step), _ms(r.window_ns), _ms(r.compute_ns), _ms(r.comm_ns), _ms(r.overlapped_ns),
+             _ms(r.exposed_comm_ns), _ms(r.exposed_memcpy_ns), _ms(r.idle_ns), _pct(r.overlap_pct),
+             _pct(r.exposed_comm_pct)] for r in analysis.steps.itertuples(index=False)]
+    return header, rows
+
+
+def sections(analysis: Analysis, *, per_step: bool = False) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) for every table a report shows, in order."""
-    out = [("Exposed communication per rank", *_headline(analysis)),
+    out = [("Exposed communication per rank", *_headline(analysis))]
+    if per_step:
+        out.append(("Per step", *_per_step(analysis)))
+    out += [
            ("Exposed comm by collective (all ranks)", *_breakdown(analysis, analysis.by_collective, "collective")),
            ("Exposed comm by process group (all ranks)", *_breakdown(analysis, analysis.by_group, "group")),
            ("Exposed comm by launching scope (all ranks)", *_breakdown(analysis, analysis.by_scope, "scope"))]
     return [s for s in out if s[2]]
 
 
-def render_rich(analysis: Analysis, console) -> None:
+def render_rich(analysis: Analysis, console, *, per_step: bool = False) -> None:
     from rich.table import Table
     from rich.markup import escape
 
     console.print(f"[bold]overlapscope[/bold] {escape(str(analysis.run.get('path')))}  (ms columns: per step)")
-    for title, header, rows in sections(analysis):
+    for title, header, rows in sections(analysis, per_step=per_step):
         table = Table(title=title, title_justify="left")
         for i, h in enumerate(header):
-            table.add_column(h, justify="left" if i == 0 or h.startswith(("worst", "scope", "collective", "group")) else "right")
+            table.add_column(h, justify="left" if _is_text(h) else "right")
         for row in rows:
             table.add_row(*[escape(c) for c in row])
         console.print(table)
@@ -112,18 +124,22 @@ def render_rich(analysis: Analysis, console) -> None:
         console.print(escape(line))
 
 
-def render_markdown(analysis: Analysis) -> str:
+def render_markdown(analysis: Analysis, *, per_step: bool = False) -> str:
     buf = io.StringIO()
     buf.write(f"# overlapscope: `{analysis.run.get('path')}`\n\n")
     for line in summary_lines(analysis):
         buf.write(f"- {_md_escape(line)}\n")
-    for title, header, rows in sections(analysis):
+    for title, header, rows in sections(analysis, per_step=per_step):
         buf.write(f"\n## {title}\n\n")
         buf.write("| " + " | ".join(header) + " |\n")
-        buf.write("|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|\n")
+        buf.write("|" + "|".join("---" if _is_text(h) else "---:" for h in header) + "|\n")
         for row in rows:
             buf.write("| " + " | ".join(_md_escape(c) for c in row) + " |\n")
     return buf.getvalue()
+
+
+def _is_text(header: str) -> bool:
+    return header.startswith(("rank", "worst", "scope", "collective", "group", "unit", "pass"))
 
 
 def _md_escape(text: str) -> str:
