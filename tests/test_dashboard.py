@@ -1,7 +1,7 @@
 """The dashboard, driven in real headless Chromium (selenium + Debian chromium/chromedriver).
 
-Pages: a real GPU trace (../shared/traces), a 2-rank CPU gloo run made here with torchrun, two runs
-compared, and a run that fails to load. The exposed lane is checked against analyze() by summing the
+Pages: a real GPU trace (../shared/traces), the committed 2-rank CPU gloo runs (traces/ddp,
+traces/fsdp2), two runs compared, a run that fails to load, and a trace whose names are HTML. The exposed lane is checked against analyze() by summing the
 segments Plotly actually holds in the browser.
 """
 from __future__ import annotations
@@ -10,7 +10,6 @@ import gzip
 import os
 import subprocess
 import sys
-import textwrap
 import time
 import urllib.request
 from pathlib import Path
@@ -34,42 +33,15 @@ NCCL = GPU / "nccl_parser_config/nccl_data.json.gz"
 needs_shared = pytest.mark.skipif(not CONTROL.is_file(), reason=f"{CONTROL} not present (../shared traces)")
 needs_browser = pytest.mark.skipif(T.browser_missing() is not None, reason=str(T.browser_missing()))
 
-CPU_RUN_SCRIPT = textwrap.dedent('''
-    import sys, torch, torch.distributed as dist, torch.nn as nn
-    from torch.profiler import profile, ProfilerActivity, schedule, record_function
-    from torch.nn.parallel import DistributedDataParallel as DDP
-    dist.init_process_group("gloo")
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    model = DDP(nn.Sequential(*[nn.Sequential(nn.Linear(128, 512), nn.ReLU(), nn.Linear(512, 128))
-                                for _ in range(3)]), bucket_cap_mb=1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x = torch.randn(32, 128)
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=3)) as prof:
-        for _ in range(5):
-            with record_function("forward <model>"):
-                loss = model(x).pow(2).mean()
-            with record_function("backward"):
-                loss.backward()
-            opt.step(); opt.zero_grad(); prof.step()
-    prof.export_chrome_trace(f"{sys.argv[1]}/rank{dist.get_rank()}.trace.json")
-    dist.destroy_process_group()
-''')
+# The committed example runs (CPU + gloo, 2 ranks; see traces/README.md).
+DDP = REPO / "traces/ddp"
+FSDP2 = REPO / "traces/fsdp2"
 
 
 @pytest.fixture(scope="session")
-def cpu_run(tmp_path_factory) -> Path:
-    """A real 2-rank DDP run on gloo, profiled on CPU: 3 profiled steps, ranges named by record_function."""
-    out = tmp_path_factory.mktemp("cpu_run")
-    script = out / "ddp.py"
-    script.write_text(CPU_RUN_SCRIPT)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                           str(script), str(out)], capture_output=True, text=True, timeout=300, env=env, cwd=out)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    script.unlink()
-    assert sorted(p.name for p in out.iterdir()) == ["rank0.trace.json", "rank1.trace.json"]
-    return out
+def cpu_run() -> Path:
+    assert (DDP / "rank0.trace.json.gz").is_file() and (DDP / "rank1.trace.json.gz").is_file(), DDP
+    return DDP
 
 
 @pytest.fixture(scope="module")
@@ -253,7 +225,7 @@ def test_cpu_run_page_has_lanes_per_rank_and_exact_exposed(browser, cpu_run):
 
 @needs_browser
 @needs_shared
-def test_two_runs_side_by_side_and_compare(browser, cpu_run):
+def test_two_runs_side_by_side_and_compare(browser):
     from selenium.webdriver.common.by import By
 
     ctx = open_page(browser, [NCCL, CONTROL])
@@ -315,3 +287,72 @@ def test_app_py_binds_localhost_and_serves(cpu_run):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_comm_lanes_carry_wait_and_transfer_of_their_collective():
+    data = load_run_data(DDP)
+    col = data.analysis.collectives
+    for rv in data.ranks:
+        comm = [ln for ln in rv.lanes if ln.kind == "comm"]
+        got = sorted((int(s), int(w), int(t)) for ln in comm for s, w, t in zip(ln.starts, ln.wait_ns, ln.transfer_ns))
+        mine = col[col["rank"] == rv.rank]
+        # The frame's times may be on the aligned clock: compare on (wait, transfer) and count.
+        assert sorted((w, t) for _, w, t in got) == sorted(zip(mine["wait_ns"].astype(int), mine["transfer_ns"].astype(int)))
+        assert all(w >= 0 for _, w, _ in got)
+    from overlapscope.dashboard.timeline import _hover_rows
+    lane = [ln for ln in data.ranks[0].lanes if ln.kind == "comm"][0]
+    rows, kind = _hover_rows(lane, decimate(lane, np.arange(lane.starts.size), 1.0, 100))
+    assert kind == "comm" and rows[0, 4] == f"{lane.wait_ns[0] / 1e6:.3f} ms" and rows[0, 2] == "all_reduce"
+
+
+@needs_browser
+def test_fsdp2_breakdowns_show_prefetch_waits_and_diagnoses(browser):
+    from selenium.webdriver.common.by import By
+
+    a = analyze(load_run(FSDP2))
+    ctx = open_page(browser, [FSDP2])
+    try:
+        figure_where(browser, "timeline-0", lambda f: True)
+        diag = browser.find_element(By.ID, "diagnoses-0").text
+        assert a.diagnoses and all(d in diag for d in a.diagnoses)
+        click_tab(browser, "Breakdowns")
+        prefetch = T.wait_for(lambda: T.figure(browser, "prefetch-0"))
+        units = {u for t in prefetch["traces"] for u in t["y"]}
+        assert units == set(a.prefetch["unit"].astype(str))
+        waits = T.figure(browser, "waits-0")
+        assert waits["traces"][0]["y"] == ["r0", "r1"]
+        assert browser.find_element(By.ID, "bubbles-0").text == "no data for this run"
+        assert T.console_errors(browser) == []
+    finally:
+        ctx.__exit__(None, None, None)
+
+
+@needs_browser
+def test_trace_strings_are_escaped(browser, tmp_path):
+    """Names from a trace are shown as text: an HTML name neither renders nor runs."""
+    from kineto_builder import KinetoTrace
+    from selenium.webdriver.common.by import By
+
+    evil = '<img src=x onerror="window.__xss=1">'
+    k = KinetoTrace(rank=0, world_size=1)
+    k.step(1, 0, 120_000)
+    k.annotation(evil, 1_000, 110_000)
+    k.kernel("<b>gemm</b>", 2_000, 40_000, launch_ns=1_500)
+    k.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 30_000, 70_000, stream=21, launch_ns=1_600)
+    k.kernel("<b>gemm</b>", 60_000, 100_000, launch_ns=1_700)
+    path = k.write(tmp_path / "rank0.json")
+    a = analyze(load_run(path))
+    assert a.totals["exposed_comm_ns"].tolist() == [20_000]
+    ctx = open_page(browser, [path])
+    try:
+        fig = figure_where(browser, "timeline-0", lambda f: True)
+        assert exposed_drawn_ns(fig) == {0: 20_000}
+        click_tab(browser, "Breakdowns")
+        T.wait_for(lambda: T.figure(browser, "scope-0"))
+        labels = browser.execute_script(
+            "return Array.from(document.querySelectorAll('[id=\"scope-0\"] .ytick text')).map(t => t.textContent);")
+        assert evil in labels
+        assert browser.execute_script("return document.querySelectorAll('img').length") == 0
+        assert browser.execute_script("return window.__xss === undefined")
+    finally:
+        ctx.__exit__(None, None, None)

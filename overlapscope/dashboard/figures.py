@@ -102,8 +102,8 @@ def breakdown_figure(frame: pd.DataFrame, column: str, title: str) -> go.Figure 
         go.Bar(y=labels, x=hidden_ms, orientation="h", name="hidden behind compute",
                marker_color=COLORS["hidden"], hovertemplate="%{y}: %{x:.3f} ms hidden"),
     ])
-    fig.update_layout(barmode="stack", title=title, xaxis_title="ms (all ranks, all steps)",
-                      height=120 + 26 * len(agg), margin={"l": 220, "r": 20, "t": 40, "b": 40},
+    fig.update_layout(barmode="stack", xaxis_title="comm ms, all ranks and steps", meta={"section": title},
+                      height=100 + 26 * len(agg), margin={"l": 220, "r": 20, "t": 10, "b": 40},
                       legend={"orientation": "h", "y": -0.25 if len(agg) > 3 else -0.6})
     return fig
 
@@ -120,9 +120,9 @@ def prefetch_figure(prefetch: pd.DataFrame) -> go.Figure | None:
                hovertemplate="%{y}: %{x:.3f} ms")
         for p, part in agg.groupby("pass", observed=True)])
     units = agg["unit"].nunique()
-    fig.update_layout(barmode="group", title="FSDP prefetch gap per unit (mean over ranks and steps)",
-                      xaxis_title="ms compute waited for the unit's all-gather",
-                      height=140 + 30 * units, margin={"l": 220, "r": 20, "t": 40, "b": 40})
+    fig.update_layout(barmode="group",
+                      xaxis_title="ms compute waited for the unit's all-gather (mean over ranks, steps)",
+                      height=110 + 30 * units, margin={"l": 220, "r": 20, "t": 10, "b": 40})
     return fig
 
 
@@ -140,8 +140,8 @@ def bubble_figure(bubbles: pd.DataFrame) -> go.Figure | None:
                    marker={"symbol": "line-ew-open", "size": 40, "line": {"width": 3, "color": COLORS["theory"]}},
                    hovertemplate="%{x}: theory %{y:.1f}%"),
     ])
-    fig.update_layout(title="Pipeline bubble per stage (mean over steps)", yaxis_title="% of step",
-                      height=320, margin={"l": 60, "r": 20, "t": 40, "b": 40})
+    fig.update_layout(yaxis_title="% of step (mean over steps)",
+                      height=300, margin={"l": 60, "r": 20, "t": 10, "b": 40})
     return fig
 
 
@@ -172,7 +172,7 @@ def microbatch_gantt(data: RunData, step: int) -> go.Figure | None:
             y=[f"stage r{rank}"] * s.size, base=(s - t0) / 1e6, x=(e - s) / 1e6, orientation="h", text=names,
             marker_color=np.where(forward, PASS_COLORS["forward"], PASS_COLORS["backward"]), showlegend=False,
             hovertemplate="%{text}: %{x:.3f} ms<extra></extra>", textposition="inside"))
-    fig.update_layout(barmode="overlay", title=f"Micro-batches, step {step}", xaxis_title="ms",
+    fig.update_layout(barmode="overlay", xaxis_title=f"ms from the first micro-batch of step {step}",
                       height=120 + 40 * len(bars), margin={"l": 100, "r": 20, "t": 40, "b": 40})
     return fig
 
@@ -192,8 +192,8 @@ def wait_heatmap(collectives: pd.DataFrame) -> go.Figure | None:
         z=share.to_numpy(), x=escape(share.columns.to_numpy()), y=[f"r{r}" for r in share.index],
         text=text.to_numpy(), colorscale="Reds", zmin=0, zmax=100, colorbar={"title": "% wait"},
         hovertemplate="%{y} %{x}: %{z:.1f}% wait<br>%{text}<extra></extra>"))
-    fig.update_layout(title="Wait vs transfer (share of collective time waiting for the last rank)",
-                      height=160 + 30 * len(share), margin={"l": 60, "r": 20, "t": 40, "b": 60})
+    fig.update_layout(xaxis_title="share of each collective's time spent waiting for the last rank",
+                      height=140 + 30 * len(share), margin={"l": 60, "r": 20, "t": 10, "b": 60})
     return fig
 
 
@@ -211,7 +211,7 @@ def step_variation(steps: pd.DataFrame) -> go.Figure | None:
                                      hovertemplate=f"r{rank} step %{{x}}: %{{y:.3f}} ms<extra></extra>"),
                           row=row, col=1)
     fig.update_xaxes(type="category", title_text="step", row=2, col=1)
-    fig.update_layout(title="Step-to-step variation", height=420, margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    fig.update_layout(height=400, margin={"l": 60, "r": 20, "t": 30, "b": 40})
     return fig
 
 
