@@ -184,7 +184,11 @@ def test_gpu_trace_page_summary_timeline_steps_zoom_and_breakdowns(browser):
             "const gd = document.querySelector('[id=\"timeline-0\"] .js-plotly-plot');"
             "Plotly.relayout(gd, {'xaxis.range[0]': 100, 'xaxis.range[1]': 110});")
         zoomed = figure_where(browser, "timeline-0", lambda f: f["meta"]["view_ms"] == [100, 110])
-        assert 0 < zoomed["meta"]["points"] < fig["meta"]["points"]
+        assert zoomed["meta"]["points"] > 0 and zoomed["meta"]["step"] == ALL_STEPS
+        [lane] = [t for t in zoomed["traces"] if t["meta"] and t["meta"].get("kind") == "exposed"]
+        assert lane["meta"]["exposed_ns"] == {"3": 87_921_000}  # the label keeps the whole total
+        x = np.array([np.nan if v is None else v for v in lane["x"]], dtype=float).reshape(-1, 3)
+        assert ((x[:, 1] > 100) & (x[:, 0] < 110)).all()  # only what meets the view is sent
 
         click_tab(browser, "Breakdowns")
         T.wait_for(lambda: T.figure(browser, "collective-0"))
@@ -356,3 +360,14 @@ def test_trace_strings_are_escaped(browser, tmp_path):
         assert browser.execute_script("return window.__xss === undefined")
     finally:
         ctx.__exit__(None, None, None)
+
+
+def test_dashboard_command_is_registered_and_takes_at_most_two_runs():
+    from click.testing import CliRunner
+
+    from overlapscope.cli import main
+
+    help_text = CliRunner().invoke(main, ["dashboard", "--help"]).output
+    assert "--port" in help_text and "--host" in help_text and "127.0.0.1" in help_text
+    result = CliRunner().invoke(main, ["dashboard", str(DDP), str(DDP), str(DDP)])
+    assert result.exit_code == 2 and "one run, or two" in result.output

@@ -11,6 +11,8 @@ from typing import Sequence
 
 log = logging.getLogger(__name__)
 
+PLOTLY_JS = "/_dash-component-suites/plotly/package_data/plotly.min.js"  # served by dcc from the plotly package
+
 
 def create_app(paths: Sequence[str | Path], *, no_steps: bool = False, step_pattern: str | None = None,
                comm_patterns: tuple[str, ...] = ()):
@@ -33,7 +35,10 @@ def create_app(paths: Sequence[str | Path], *, no_steps: bool = False, step_patt
     for i, r in enumerate(runs):  # the first page shows each run's first step: draw it now, not on the request
         if r.ok:
             cache.timeline(i, r.steps[0])
-    app = Dash(__name__, title="overlapscope", suppress_callback_exceptions=True, update_title=None)
+    # Plotly (4.8 MB) is fetched with the page's own scripts instead of after the layout arrives, so
+    # parsing it overlaps the layout request: about half a second off the first paint.
+    app = Dash(__name__, title="overlapscope", suppress_callback_exceptions=True, update_title=None,
+               external_scripts=[PLOTLY_JS])
     app.layout = lambda: page(runs, cache)  # built per page load from cached figures
     register(app, runs, cache)
     return app

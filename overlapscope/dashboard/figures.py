@@ -18,7 +18,7 @@ from .data import RunData, escape
 
 COLORS = {"ranges": "#9e9e9e", "compute": "#4c78a8", "comm": "#f58518", "memcpy": "#54a24b",
           "exposed": "#e45756", "hidden": "#f5b971", "theory": "#222222"}
-_COLLECTIVE_COLORS = {
+COLLECTIVE_COLORS = {
     "all_reduce": "#f58518", "all_gather": "#b279a2", "reduce_scatter": "#ff9da6", "broadcast": "#9d755d",
     "reduce": "#d67195", "all_to_all": "#eeca3b", "send_recv": "#72b7b2", "send": "#72b7b2", "recv": "#439894",
     "barrier": "#79706e",
@@ -29,7 +29,7 @@ TOP_KEYS = 20
 
 
 def collective_color(collective: str | None) -> str:
-    return _COLLECTIVE_COLORS.get(collective or "", "#bab0ac")
+    return COLLECTIVE_COLORS.get(collective or "", "#bab0ac")
 
 
 @dataclass(frozen=True)

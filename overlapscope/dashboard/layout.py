@@ -10,7 +10,7 @@ import math
 from dash import dcc, html
 
 from .data import ALL_STEPS, RunData
-from .figures import summary
+from .figures import COLORS, collective_color, summary
 from .cache import FigureCache
 
 GRAPH_CONFIG = {"displaylogo": False, "scrollZoom": True}
@@ -107,8 +107,25 @@ def timeline_view(data: RunData, i: int, cache: FigureCache) -> html.Div:
                             style={"color": "#666", "fontSize": "12px", "marginLeft": "12px"})],
                  style={"display": "flex", "alignItems": "center", "gap": "8px"}),
         dcc.Graph(id=f"timeline-{i}", figure=cache.timeline(i, first), config=GRAPH_CONFIG),
+        legend(data),
         dcc.Store(id=f"zoom-{i}"),
     ], style={"marginTop": "8px"})
+
+
+def _swatch(color: str, text: str) -> html.Span:
+    return html.Span([html.Span(style={"display": "inline-block", "width": "12px", "height": "12px",
+                                       "background": color, "marginRight": "4px", "verticalAlign": "middle"}),
+                      text], style={"marginRight": "14px", "fontSize": "12px"})
+
+
+def legend(data: RunData) -> html.Div:
+    """The timeline's colours: one per kind of time, comm by collective (the same in every chart)."""
+    kinds = [("compute", "compute"), ("memcpy", "memcpy/memset"), ("ranges", "ranges (record_function / NVTX)"),
+             ("exposed", "exposed comm")]
+    present = sorted({str(c) for c in data.analysis.by_collective["collective"].astype(str) if str(c)})
+    items = [_swatch(COLORS[k], text) for k, text in kinds]
+    items += [_swatch(collective_color(c), c) for c in present]
+    return html.Div(items, style={"margin": "0 0 8px 260px"})
 
 
 def _section(title: str, fig, graph_id: str) -> html.Div:

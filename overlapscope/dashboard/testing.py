@@ -115,3 +115,27 @@ def idle(driver) -> bool:
 def console_errors(driver) -> list[str]:
     """SEVERE browser console entries since the last call."""
     return [e["message"] for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+
+
+def screenshot(paths: list[str], out: str, *, width: int = 1500, height: int = 1100) -> None:
+    """PNG of the page for `paths` once the timeline is drawn (the README's docs/dashboard.png)."""
+    from . import create_app
+
+    app = create_app(paths)
+    with served(app) as url, chromium() as driver:
+        driver.set_window_size(width, height)
+        driver.get(url)
+        wait_for(lambda: meta(driver, "timeline-0"), 120)
+        wait_for(lambda: idle(driver), 120)
+        time.sleep(0.5)  # WebGL strokes land a frame after Plotly reports the figure drawn
+        driver.save_screenshot(out)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Save a screenshot of the dashboard in headless Chromium.")
+    ap.add_argument("runs", nargs="+")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    screenshot(args.runs, args.out)

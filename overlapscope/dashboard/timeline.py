@@ -23,10 +23,12 @@ BAR_PX = 14
 
 @dataclass(frozen=True, kw_only=True)
 class TimelineConfig:
-    width_px: int = 1600
-    """Pixels the x axis spans: sets how narrow a gap can be merged without being seen."""
-    max_exact: int = 2000
-    """Per lane, up to this many visible intervals are drawn one by one; more are merged per pixel."""
+    width_px: int = 1200
+    """Pixels the x axis spans (about, on a laptop screen): how narrow a gap can be merged unseen."""
+    max_exact: int = 200
+    """Per lane, up to this many visible intervals are drawn one by one; more have their sub-pixel gaps
+    closed (invisible at this zoom; zooming in brings every interval back). Keeps a step of 8 ranks
+    at a few thousand points, which is what software WebGL in a headless browser draws in time."""
     max_exposed: int = 50_000
     """Above this many exposed intervals in view even the exposed lane is merged (its total stays exact)."""
 
