@@ -22,7 +22,7 @@ from overlapscope.analysis import intervals as iv
 from overlapscope.dashboard import create_app
 from overlapscope.dashboard import testing as T
 from overlapscope.dashboard.data import ALL_STEPS, Lane, decimate, load_run_data
-from overlapscope.dashboard.timeline import timeline_figure, view_from_relayout
+from overlapscope.dashboard.timeline import timeline_figure, untyped, view_from_relayout
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -128,18 +128,19 @@ def test_exposed_lane_equals_analyzer_every_step_and_zoom():
     steps = data.analysis.steps
     for step in data.steps:
         fig = timeline_figure(data, step)
-        [lane] = [t for t in fig.data if t.meta and t.meta.get("kind") == "exposed"]
-        x = np.asarray(lane.x, dtype=float).reshape(-1, 3)
+        [lane] = [t for t in fig["data"] if t["meta"]["kind"] == "exposed"]
+        x = untyped(lane["x"]).reshape(-1, 3)
+        assert x.dtype == np.float64  # the exposed lane is drawn in float64: its lengths add up to the ns
         want = int(steps.loc[steps["step"] == step, "exposed_comm_ns"].iloc[0])
-        assert int(round(((x[:, 1] - x[:, 0]) * 1e6).sum())) == want == lane.meta["exposed_ns"]["3"]
+        assert int(round(((x[:, 1] - x[:, 0]) * 1e6).sum())) == want == lane["meta"]["exposed_ns"]["3"]
     # The README's reference total for this trace (µs): exposed comm 87,921 over its 6 steps.
     assert data.ranks[0].exposed.total == 87_921_000
-    # Zoomed in, far fewer intervals are sent but the lane still says the step's exact total.
+    # Zoomed in, fewer intervals are sent but the lane still says the step's exact total.
     t0 = data.span(1009)[0]
     zoomed = timeline_figure(data, 1009, (t0 + 20_000_000, t0 + 30_000_000))
-    assert zoomed.layout.meta["points"] < timeline_figure(data, 1009).layout.meta["points"]
-    [lane] = [t for t in zoomed.data if t.meta and t.meta.get("kind") == "exposed"]
-    assert lane.meta["exposed_ns"] == {"3": 9_704_000}
+    assert zoomed["layout"]["meta"]["points"] < timeline_figure(data, 1009)["layout"]["meta"]["points"]
+    [lane] = [t for t in zoomed["data"] if t["meta"]["kind"] == "exposed"]
+    assert lane["meta"]["exposed_ns"] == {"3": 9_704_000}
 
 
 def test_bad_run_becomes_a_readable_error(tmp_path):
@@ -371,3 +372,42 @@ def test_dashboard_command_is_registered_and_takes_at_most_two_runs():
     assert "--port" in help_text and "--host" in help_text and "127.0.0.1" in help_text
     result = CliRunner().invoke(main, ["dashboard", str(DDP), str(DDP), str(DDP)])
     assert result.exit_code == 2 and "one run, or two" in result.output
+
+
+def test_bubble_and_heatmap_figures_from_their_frames():
+    import pandas as pd
+
+    from overlapscope.dashboard.figures import bubble_figure, wait_heatmap
+
+    bubbles = pd.DataFrame({"rank": [0, 0, 1, 1], "step": [1, 2, 1, 2], "bubble_pct": [40.0, 50.0, 20.0, 30.0],
+                            "theory_pct": [42.857, 42.857, 42.857, 42.857], "schedule": "gpipe",
+                            "stages": 2, "microbatches": 2})
+    fig = bubble_figure(bubbles)
+    assert list(fig.data[0].x) == ["stage r0", "stage r1"] and list(fig.data[0].y) == [45.0, 25.0]
+    assert list(fig.data[1].y) == [42.857, 42.857]
+    assert bubble_figure(bubbles.iloc[:0]) is None
+    col = pd.DataFrame({"rank": [0, 1, 0, 1], "collective": ["all_reduce", "all_reduce", "all_gather", "all_gather"],
+                        "wait_ns": [3_000, 0, 0, 1_000], "transfer_ns": [1_000, 1_000, 2_000, 1_000]})
+    heat = wait_heatmap(col)
+    assert list(heat.data[0].x) == ["all_gather", "all_reduce"] and list(heat.data[0].y) == ["r0", "r1"]
+    assert heat.data[0].z.tolist() == [[0.0, 75.0], [50.0, 0.0]]
+    assert wait_heatmap(pd.DataFrame()) is None
+
+
+def test_microbatch_gantt_from_forward_backward_ranges(tmp_path):
+    from kineto_builder import KinetoTrace
+
+    from overlapscope.dashboard.figures import microbatch_gantt
+
+    k = KinetoTrace(rank=0, world_size=1)
+    k.step(1, 0, 100_000)
+    for i, (name, s, e) in enumerate([("Forward 0", 1_000, 20_000), ("Forward 1", 20_000, 40_000),
+                                      ("Backward 0", 50_000, 70_000), ("Backward 1", 70_000, 95_000)]):
+        k.annotation(name, s, e)
+        k.kernel(f"gemm{i}", s + 500, e - 500, launch_ns=s + 100)
+    data = load_run_data(k.write(tmp_path / "rank0.json"))
+    fig = microbatch_gantt(data, 1)
+    [bars] = fig.data
+    assert list(bars.text) == ["Forward 0", "Forward 1", "Backward 0", "Backward 1"]
+    assert np.allclose(bars.base, [0.0, 0.019, 0.049, 0.069]) and np.allclose(bars.x, [0.019, 0.02, 0.02, 0.025])
+    assert list(bars.marker.color) == ["#4c78a8", "#4c78a8", "#b279a2", "#b279a2"]

@@ -26,10 +26,10 @@ class FigureCache:
         self._compare: dict[str, tuple[pd.DataFrame, go.Figure | None]] = {}
         self.timeline = lru_cache(maxsize=64)(self._timeline)
 
-    def _timeline(self, i: int, step: int) -> go.Figure:
+    def _timeline(self, i: int, step: int) -> dict:
         return timeline_figure(self.runs[i], step, None, self.timeline_cfg)
 
-    def zoomed(self, i: int, step: int, view_ns: tuple[int, int] | None) -> go.Figure:
+    def zoomed(self, i: int, step: int, view_ns: tuple[int, int] | None) -> dict:
         if view_ns is None:
             return self.timeline(i, step)
         return timeline_figure(self.runs[i], step, view_ns, self.timeline_cfg)

@@ -102,8 +102,8 @@ def timeline_view(data: RunData, i: int, cache: FigureCache) -> html.Div:
         html.Div([html.B(f"{'AB'[i]}: {data.label}"), html.Span("step", style={"marginLeft": "16px"}),
                   html.Div(dcc.Dropdown(id=f"step-{i}", options=options, value=first, clearable=False,
                                         searchable=False), style={"width": "200px", "display": "inline-block"}),
-                  html.Span("drag to zoom (x), double-click to reset; lanes with more intervals than pixels "
-                            "are merged per pixel, the exposed lane never is",
+                  html.Span("drag to zoom (x), double-click to reset; gaps narrower than a pixel are closed in busy "
+                            "lanes until you zoom in; the exposed lane is always exact",
                             style={"color": "#666", "fontSize": "12px", "marginLeft": "12px"})],
                  style={"display": "flex", "alignItems": "center", "gap": "8px"}),
         dcc.Graph(id=f"timeline-{i}", figure=cache.timeline(i, first), config=GRAPH_CONFIG),

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import base64
+
 import numpy as np
-import plotly.graph_objects as go
 
 from ..analysis import intervals as iv
 from .data import ALL_STEPS, LANE_ORDER, Blocks, Lane, RunData, decimate
@@ -47,6 +48,20 @@ def _segments(starts: np.ndarray, ends: np.ndarray, t0: int, y: float,
     yy = np.full((starts.size, 3), np.nan, dtype=np.float32)
     yy[:, :2] = y
     return x.ravel(), yy.ravel()
+
+
+def typed(values: np.ndarray) -> dict:
+    """A float array as plotly.js's typed-array spec: base64 bytes, parsed without JSON numbers."""
+    arr = np.ascontiguousarray(values)
+    code = {np.dtype(np.float32): "f4", np.dtype(np.float64): "f8"}[arr.dtype]
+    return {"dtype": code, "bdata": base64.b64encode(arr.tobytes()).decode("ascii")}
+
+
+def untyped(spec: dict | list) -> np.ndarray:
+    """The inverse of `typed` (for tests and tools reading a figure back)."""
+    if isinstance(spec, dict):
+        return np.frombuffer(base64.b64decode(spec["bdata"]), dtype={"f4": np.float32, "f8": np.float64}[spec["dtype"]])
+    return np.asarray([np.nan if v is None else v for v in spec], dtype=float)
 
 
 def _ms(values: np.ndarray) -> np.ndarray:
@@ -106,19 +121,22 @@ class _Collector:
             self.hovers.setdefault(kind, []).append(
                 (((x_ns - self.t0) / 1e6).astype(np.float32), np.full(x_ns.size, y, dtype=np.float32), custom))
 
-    def traces(self) -> list[go.Scattergl]:
+    def traces(self) -> list[dict]:
+        # Plain dicts: plotly.py's validating objects cost more than building the data (a zoom is
+        # answered on every drag).
         out = []
         for (color, opacity), parts in self.lines.items():
-            out.append(go.Scattergl(
-                x=np.concatenate([p[0] for p in parts]), y=np.concatenate([p[1] for p in parts]), mode="lines",
-                line={"color": color, "width": BAR_PX}, opacity=opacity, hoverinfo="skip", showlegend=False,
-                meta={"kind": "lines", "color": color}))
+            out.append({
+                "type": "scattergl", "mode": "lines", "x": typed(np.concatenate([p[0] for p in parts])),
+                "y": typed(np.concatenate([p[1] for p in parts])), "line": {"color": color, "width": BAR_PX},
+                "opacity": opacity, "hoverinfo": "skip", "showlegend": False, "meta": {"kind": "lines", "color": color}})
         for kind, parts in self.hovers.items():
-            out.append(go.Scattergl(
-                x=np.concatenate([p[0] for p in parts]), y=np.concatenate([p[1] for p in parts]),
-                customdata=np.concatenate([p[2] for p in parts]), mode="markers",
-                marker={"size": BAR_PX, "opacity": 0}, hovertemplate=_TEMPLATES[kind], showlegend=False,
-                meta={"kind": "hover", "template": kind}))
+            out.append({
+                "type": "scattergl", "mode": "markers", "x": typed(np.concatenate([p[0] for p in parts])),
+                "y": typed(np.concatenate([p[1] for p in parts])),
+                "customdata": np.concatenate([p[2] for p in parts]).tolist(),
+                "marker": {"size": BAR_PX, "opacity": 0}, "hovertemplate": _TEMPLATES[kind], "showlegend": False,
+                "meta": {"kind": "hover", "template": kind}})
         return out
 
 
@@ -148,14 +166,14 @@ def _exposed_segments(exposed: iv.Intervals, px_ns: float, cfg: TimelineConfig) 
 
 
 def timeline_figure(data: RunData, step: int, view_ns: tuple[int, int] | None = None,
-                    cfg: TimelineConfig = TimelineConfig()) -> go.Figure:
+                    cfg: TimelineConfig = TimelineConfig()) -> dict:
     """The timeline of `step` (or ALL_STEPS); `view_ns` is the aligned [lo, hi) shown, default the step.
 
     The exposed trace's meta holds, per rank, its lane's y and the step's exact exposed total.
     """
     span = data.span(step)
     if span is None:
-        return go.Figure(layout={"title": f"step {step} is not in this run"})
+        return {"data": [], "layout": {"title": {"text": f"step {step} is not in this run"}}}
     t0 = span[0]
     lo, hi = view_ns if view_ns else span
     px_ns = (hi - lo) / cfg.width_px
@@ -196,24 +214,25 @@ def timeline_figure(data: RunData, step: int, view_ns: tuple[int, int] | None = 
                        "line": {"width": 1, "color": "#bbbbbb"}, "fillcolor": "rgba(0,0,0,0)", "layer": "below"})
     traces = col.traces()
     if exposed_parts:
-        traces.append(go.Scattergl(
-            x=np.concatenate([p[0] for p in exposed_parts]), y=np.concatenate([p[1] for p in exposed_parts]),
-            mode="lines", line={"color": COLORS["exposed"], "width": BAR_PX}, hoverinfo="skip", showlegend=False,
-            meta=exposed_meta))
+        traces.append({
+            "type": "scattergl", "mode": "lines", "x": typed(np.concatenate([p[0] for p in exposed_parts])),
+            "y": typed(np.concatenate([p[1] for p in exposed_parts])),
+            "line": {"color": COLORS["exposed"], "width": BAR_PX}, "hoverinfo": "skip", "showlegend": False,
+            "meta": exposed_meta})
     step_label = "all steps" if step == ALL_STEPS else f"step {step}"
-    fig = go.Figure(data=traces)
-    fig.update_layout(
-        height=int(max(y, 1) * LANE_PX + 110), margin={"l": 260, "r": 20, "t": 40, "b": 50},
-        title={"text": f"{data.label}: {step_label}", "font": {"size": 14}},
-        hovermode="closest", plot_bgcolor="white", shapes=shapes,
-        uirevision=f"{data.path}|{step}",
-        meta={"step": step, "view_ms": [(lo - t0) / 1e6, (hi - t0) / 1e6], "points": points, "t0_ns": t0},
-        xaxis={"title": f"ms from the start of {step_label}", "range": [(lo - t0) / 1e6, (hi - t0) / 1e6],
-               "showgrid": True, "gridcolor": "#eeeeee", "zeroline": False},
-        yaxis={"tickvals": [t for t, _ in ticks], "ticktext": [s for _, s in ticks], "autorange": "reversed",
-               "fixedrange": True, "showgrid": False, "zeroline": False},
-    )
-    return fig
+    layout = {
+        "height": int(max(y, 1) * LANE_PX + 110),
+        "margin": {"l": 260, "r": 20, "t": 40, "b": 50},
+        "title": {"text": f"{data.label}: {step_label}", "font": {"size": 14}},
+        "hovermode": "closest", "plot_bgcolor": "white", "shapes": shapes, "uirevision": f"{data.path}|{step}",
+        "meta": {"step": step, "view_ms": [(lo - t0) / 1e6, (hi - t0) / 1e6], "points": points, "t0_ns": t0},
+        "xaxis": {"title": {"text": f"ms from the start of {step_label}"},
+                  "range": [(lo - t0) / 1e6, (hi - t0) / 1e6], "showgrid": True, "gridcolor": "#eeeeee",
+                  "zeroline": False},
+        "yaxis": {"tickvals": [t for t, _ in ticks], "ticktext": [s for _, s in ticks], "autorange": "reversed",
+                  "fixedrange": True, "showgrid": False, "zeroline": False},
+    }
+    return {"data": traces, "layout": layout}
 
 
 def view_from_relayout(relayout: dict | None, t0_ns: int) -> tuple[int, int] | None:
