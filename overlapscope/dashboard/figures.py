@@ -24,6 +24,9 @@ COLLECTIVE_COLORS = {
     "barrier": "#79706e",
 }
 PASS_COLORS = {"forward": "#4c78a8", "backward": "#b279a2"}
+RANK_COLORS = ("#4c78a8", "#e45756", "#54a24b", "#b279a2", "#f58518", "#72b7b2", "#eeca3b", "#9d755d")
+# Legends above the plot, right-aligned: below it they collide with the axis title.
+LEGEND_TOP = {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1.0, "xanchor": "right"}
 _MICROBATCH = re.compile(r"^(Forward|Backward) \d+$|^PP:")
 TOP_KEYS = 20
 
@@ -103,8 +106,7 @@ def breakdown_figure(frame: pd.DataFrame, column: str, title: str) -> go.Figure 
                marker_color=COLORS["hidden"], hovertemplate="%{y}: %{x:.3f} ms hidden"),
     ])
     fig.update_layout(barmode="stack", xaxis_title="comm ms, all ranks and steps", meta={"section": title},
-                      height=100 + 26 * len(agg), margin={"l": 220, "r": 20, "t": 10, "b": 40},
-                      legend={"orientation": "h", "y": -0.25 if len(agg) > 3 else -0.6})
+                      height=120 + 26 * len(agg), margin={"l": 220, "r": 20, "t": 30, "b": 40}, legend=LEGEND_TOP)
     return fig
 
 
@@ -122,7 +124,7 @@ def prefetch_figure(prefetch: pd.DataFrame) -> go.Figure | None:
     units = agg["unit"].nunique()
     fig.update_layout(barmode="group",
                       xaxis_title="ms compute waited for the unit's all-gather (mean over ranks, steps)",
-                      height=110 + 30 * units, margin={"l": 220, "r": 20, "t": 10, "b": 40})
+                      height=130 + 30 * units, margin={"l": 220, "r": 20, "t": 30, "b": 40}, legend=LEGEND_TOP)
     return fig
 
 
@@ -141,7 +143,7 @@ def bubble_figure(bubbles: pd.DataFrame) -> go.Figure | None:
                    hovertemplate="%{x}: theory %{y:.1f}%"),
     ])
     fig.update_layout(yaxis_title="% of step (mean over steps)",
-                      height=300, margin={"l": 60, "r": 20, "t": 10, "b": 40})
+                      height=300, margin={"l": 60, "r": 20, "t": 30, "b": 40}, legend=LEGEND_TOP)
     return fig
 
 
@@ -208,6 +210,7 @@ def step_variation(steps: pd.DataFrame) -> go.Figure | None:
         for row, col in ((1, "window_ns"), (2, "exposed_comm_ns")):
             fig.add_trace(go.Scatter(x=x, y=part[col] / 1e6, mode="lines+markers", name=f"r{rank}",
                                      legendgroup=f"r{rank}", showlegend=row == 1,
+                                     line={"color": RANK_COLORS[int(rank) % len(RANK_COLORS)]},
                                      hovertemplate=f"r{rank} step %{{x}}: %{{y:.3f}} ms<extra></extra>"),
                           row=row, col=1)
     fig.update_xaxes(type="category", title_text="step", row=2, col=1)
@@ -235,6 +238,6 @@ def compare_figure(frame: pd.DataFrame, a_label: str, b_label: str, title: str) 
         go.Bar(y=keys, x=frame["b_ms"][::-1], orientation="h", name=f"B {b_label}", marker_color="#f58518"),
         go.Bar(y=keys, x=frame["delta_ms"][::-1], orientation="h", name="B - A", marker_color=COLORS["exposed"]),
     ])
-    fig.update_layout(barmode="group", title=title, xaxis_title="exposed comm, ms per step (mean over ranks)",
-                      height=140 + 60 * len(frame), margin={"l": 220, "r": 20, "t": 40, "b": 40})
+    fig.update_layout(barmode="group", xaxis_title="exposed comm, ms per step (mean over ranks)", meta={"section": title},
+                      height=140 + 60 * len(frame), margin={"l": 220, "r": 20, "t": 30, "b": 40}, legend=LEGEND_TOP)
     return fig

@@ -129,7 +129,7 @@ def legend(data: RunData) -> html.Div:
 
 
 def _section(title: str, fig, graph_id: str) -> html.Div:
-    body = dcc.Graph(id=graph_id, figure=fig, config=GRAPH_CONFIG) if fig is not None else \
+    body = dcc.Graph(id=graph_id, figure=fig, config={**GRAPH_CONFIG, "displayModeBar": False}) if fig is not None else \
         html.P(NO_DATA, id=graph_id, className="no-data", style={"color": "#666", "fontStyle": "italic"})
     return html.Div([html.H4(title, style={"margin": "12px 0 4px"}), body])
 
