@@ -8,7 +8,9 @@ with ../shared/tools/tile_trace.py, starts the dashboard on it (reading and anal
 once, and drawing the first step), then in Chromium measures: first paint (navigation of a fresh
 browser until Plotly has drawn the timeline), a reload, a zoom to 10% of the step, a zoom back out,
 the step selector switching to all steps, and a zoom inside all steps. Target: first paint under 2 s.
-Headless Chromium draws WebGL in software (SwiftShader): a desktop browser with a GPU is faster.
+Headless Chromium draws WebGL in software (SwiftShader): a zoom is drawn twice (Plotly at once, then
+the server's re-decimated figure, which takes ~15 ms to build), and most of its time is those two
+software draws; a desktop browser with a GPU is faster.
 """
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ def dashboard(runs: tuple[str, ...], port: int, host: str, no_steps: bool, step_
         raise click.UsageError("give one run, or two to compare")
     from . import create_app, serve
 
+    click.echo(f"overlapscope dashboard: reading {' and '.join(runs)} ...", err=True)
     app = create_app(runs, no_steps=no_steps, step_pattern=step_pattern, comm_patterns=comm_pattern)
     click.echo(f"overlapscope dashboard: http://{host}:{port}/  (Ctrl-C to stop)")
     serve(app, host=host, port=port)
