@@ -159,7 +159,8 @@ def microbatch_gantt(data: RunData, step: int) -> go.Figure | None:
         lane = ranges[0]
         idx = lane.visible(*window)
         names = lane.names[idx].astype(str)
-        hit = np.array([bool(_MICROBATCH.match(n)) for n in names], dtype=bool)
+        uniq, inverse = np.unique(names, return_inverse=True)  # match each distinct label once
+        hit = np.array([bool(_MICROBATCH.match(n)) for n in uniq], dtype=bool)[inverse]
         if not hit.any():
             continue
         s, e = lane.starts[idx][hit] + rv.offset_ns, lane.ends[idx][hit] + rv.offset_ns
