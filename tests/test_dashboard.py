@@ -411,3 +411,28 @@ def test_microbatch_gantt_from_forward_backward_ranges(tmp_path):
     assert list(bars.text) == ["Forward 0", "Forward 1", "Backward 0", "Backward 1"]
     assert np.allclose(bars.base, [0.0, 0.019, 0.049, 0.069]) and np.allclose(bars.x, [0.019, 0.02, 0.02, 0.025])
     assert list(bars.marker.color) == ["#4c78a8", "#4c78a8", "#b279a2", "#b279a2"]
+
+
+@needs_browser
+def test_hover_on_a_collective_names_it_with_wait_and_transfer(browser, cpu_run):
+    data = load_run_data(cpu_run)
+    waits = {f"wait {ln.wait_ns[i] / 1e6:.3f} ms · transfer {ln.transfer_ns[i] / 1e6:.3f} ms"
+             for rv in data.ranks for ln in rv.lanes if ln.kind == "comm" for i in range(ln.starts.size)}
+    ctx = open_page(browser, [cpu_run])
+    try:
+        figure_where(browser, "timeline-0", lambda f: True)
+        # A real mouse move over the first comm block (Plotly hovers on mousemove over its drag layer).
+        browser.execute_script("""
+            const gd = document.querySelector('[id="timeline-0"] .js-plotly-plot');
+            const t = gd._fullData.find(t => t.meta && t.meta.template === 'comm');
+            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+            const box = gd.querySelector('.nsewdrag').getBoundingClientRect();
+            const x = box.left + xa.l2p(t.x[0]), y = box.top + ya.l2p(t.y[0]);
+            gd.querySelector('.nsewdrag').dispatchEvent(
+                new MouseEvent('mousemove', {clientX: x, clientY: y, bubbles: true}));""")
+        text = T.wait_for(lambda: browser.execute_script(
+            "const h = document.querySelector('.hoverlayer .hovertext'); return h ? h.textContent : null;"), 10)
+        assert text and "collective all_reduce" in text and "gloo:all_reduce" in text
+        assert any(w in text for w in waits), text
+    finally:
+        ctx.__exit__(None, None, None)
