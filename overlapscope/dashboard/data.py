@@ -178,31 +178,44 @@ def rank_view(trace: RankTrace, analysis: Analysis, *, no_steps: bool = False) -
                     exposed=exposed_intervals(ev, windows))
 
 
+def _codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes and their string categories: compare and escape each distinct value once."""
+    cat = column if isinstance(column.dtype, pd.CategoricalDtype) else column.astype("category")
+    return cat.cat.codes.to_numpy(), np.asarray(cat.cat.categories.astype(str), dtype=object)
+
+
 def _lanes(trace: RankTrace, wait: np.ndarray, transfer: np.ndarray) -> list[Lane]:
     ev = trace.events
-    kind = ev["kind"].astype(str).to_numpy()
-    names = ev["name"].astype(str).to_numpy()
-    lane_of = ev["lane"].astype(str).to_numpy()
-    is_range = (kind == "annotation") & ~np.char.startswith(names.astype(str), _STEP_RANGE_PREFIX)
+    kind, kinds = _codes(ev["kind"])
+    lane_of, lanes_names = _codes(ev["lane"])
+    name, names = _codes(ev["name"])
+    coll, colls = _codes(ev["collective"])
+    start, end = ev["start_ns"].to_numpy(np.int64), ev["end_ns"].to_numpy(np.int64)
+    nbytes = ev["bytes"].to_numpy(np.int64)
+    safe_names = escape(names, limit=HOVER_NAME_CHARS)
+
+    def code(k: str) -> int:
+        hit = np.flatnonzero(kinds == k)
+        return int(hit[0]) if hit.size else -2
+
+    step_range = np.char.startswith(names.astype(str), _STEP_RANGE_PREFIX) if names.size else np.zeros(0, bool)
+    is_range = (kind == code("annotation")) & ~step_range[name] if names.size else np.zeros(len(ev), bool)
     groups: list[tuple[str, str, np.ndarray]] = [("ranges", "ranges", is_range)]
     for k in ("compute", "comm"):
-        sel = kind == k
-        for lane in sorted(set(lane_of[sel])):
-            groups.append((k, f"{k} {lane}", sel & (lane_of == lane)))
-    groups.append(("memcpy", "memcpy/memset", np.isin(kind, ("memcpy", "memset"))))
+        sel = kind == code(k)
+        for lc in sorted(np.unique(lane_of[sel]), key=lambda c: lanes_names[c]):
+            groups.append((k, f"{k} {lanes_names[lc]}", sel & (lane_of == lc)))
+    groups.append(("memcpy", "memcpy/memset", np.isin(kind, [code("memcpy"), code("memset")])))
     lanes = []
     for k, label, sel in groups:
         rows = np.flatnonzero(sel)
         if rows.size == 0:
             continue
-        start = ev["start_ns"].to_numpy(np.int64)[rows]
-        order = np.argsort(start, kind="stable")
-        rows = rows[order]
+        rows = rows[np.argsort(start[rows], kind="stable")]
         lanes.append(Lane(
-            rank=trace.rank, kind=k, label=html.escape(label, quote=False),
-            starts=start[order], ends=ev["end_ns"].to_numpy(np.int64)[rows],
-            names=escape(names[rows], limit=HOVER_NAME_CHARS), collective=ev["collective"].astype(str).to_numpy()[rows],
-            nbytes=ev["bytes"].to_numpy(np.int64)[rows], wait_ns=wait[rows], transfer_ns=transfer[rows]))
+            rank=trace.rank, kind=k, label=html.escape(label, quote=False), starts=start[rows], ends=end[rows],
+            names=safe_names[name[rows]], collective=colls[coll[rows]], nbytes=nbytes[rows],
+            wait_ns=wait[rows], transfer_ns=transfer[rows]))
     return lanes
 
 
