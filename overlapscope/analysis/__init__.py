@@ -6,6 +6,7 @@ import pandas as pd
 
 from ..ingest.table import RankTrace, Run
 from .breakdown import exposed_by_key, launch_scopes
+from .codes import as_str, isin
 from .crossrank import cross_rank_sections
 from .overlap import overlap_by_step, totals
 from .result import Analysis, OVERLAP_COLUMNS
@@ -29,12 +30,12 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     """One rank's share of `analyze`: RANK_SECTIONS, its step windows and its comm-on-compute lanes."""
     windows = step_windows(trace, no_steps=no_steps)
     ev = trace.events
-    comm_rows = (ev["kind"] == "comm").to_numpy()
+    comm_rows = isin(ev["kind"], ("comm",))
     out = {"windows": windows, "steps": overlap_by_step(ev, windows),
            "comm_on_compute": comm_on_compute_lanes(ev)}
     for column, keys in (
-        ("collective", ev["collective"].astype(str).to_numpy()),
-        ("group", ev["group"].astype(str).to_numpy()),
+        ("collective", as_str(ev["collective"])),
+        ("group", as_str(ev["group"])),
         ("scope", launch_scopes(ev, comm_rows)),
     ):
         out[f"by_{column}"] = exposed_by_key(ev, windows, keys, column)

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from . import intervals as iv
+from .codes import codes_names, isin, per_name, shared_codes
 from .overlap import lane_sets, window_set
 
 # Annotations that say "a collective runs here" rather than which model part launched it.
@@ -20,7 +21,7 @@ _COMM_WRAPPER_PREFIXES = ("nccl:", "gloo:", "c10d::", "_c10d_functional::", "rec
 def exposed_by_key(events: pd.DataFrame, windows: pd.DataFrame, keys: np.ndarray, column: str) -> pd.DataFrame:
     """keys: one label per row of `events` (only comm rows are used). Columns column, count, comm_ns,
     exposed_comm_ns; sorted by exposed time, largest first."""
-    comm = events["kind"].to_numpy() == "comm"
+    comm = isin(events["kind"], ("comm",))
     compute = lane_sets(events)["compute"]
     inside = iv.merge(*window_set(windows))
     start = events["start_ns"].to_numpy(np.int64)[comm]
@@ -42,23 +43,19 @@ def exposed_by_key(events: pd.DataFrame, windows: pd.DataFrame, keys: np.ndarray
 def launch_scopes(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """For each selected row (boolean mask `rows`), the innermost annotation (record_function / NVTX range) on its launching thread
     that held its launch, skipping step ranges and comm wrappers; '' when none."""
-    kind = events["kind"].to_numpy()
-    names = events["name"].astype(str).to_numpy()
-    is_ann = kind == "annotation"
-    ann_names = names[is_ann]
-    wrapper = np.zeros(ann_names.size, dtype=bool)
-    for prefix in _COMM_WRAPPER_PREFIXES:
-        wrapper |= np.char.startswith(ann_names.astype(str), prefix)
-    # NCCL API ranges (ncclAllReduce, ...) carry a collective: they are comm wrappers too.
-    wrapper |= events["collective"].astype(str).to_numpy()[is_ann] != ""
-    ann = np.flatnonzero(is_ann)[~wrapper]
-    lanes = events["lane"].astype(str).to_numpy()
-    launch_lanes = events["launch_lane"].astype(str).to_numpy()
+    name_codes, names = codes_names(events["name"])
+    is_ann = isin(events["kind"], ("annotation",))
+    # Decided per distinct name: comm wrappers, and NCCL API ranges (ncclAllReduce, ...) that carry
+    # a collective.
+    wrapper = per_name(events["name"], lambda n: n.startswith(_COMM_WRAPPER_PREFIXES), dtype=bool)
+    wrapper |= ~isin(events["collective"], ("",))
+    ann = np.flatnonzero(is_ann & ~wrapper)
+    lanes, launch_lanes = shared_codes(events["lane"], events["launch_lane"])
     query = np.flatnonzero(rows)
     found = iv.innermost_containing(
         lanes[ann], events["start_ns"].to_numpy(np.int64)[ann], events["end_ns"].to_numpy(np.int64)[ann],
         launch_lanes[query], events["launch_ns"].to_numpy(np.int64)[query])
     scopes = np.full(len(events), "", dtype=object)
     hit = found >= 0
-    scopes[query[hit]] = names[ann[found[hit]]]
+    scopes[query[hit]] = names[name_codes[ann[found[hit]]]]
     return scopes

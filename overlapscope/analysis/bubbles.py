@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from . import intervals as iv
+from .codes import isin, per_name, shared_codes
 from .overlap import lane_sets
 
 BUBBLE_COLUMNS = ("rank", "step", "window_ns", "compute_ns", "bubble_ns", "bubble_pct", "theory_pct",
@@ -57,31 +58,30 @@ def theory_fraction(schedule: str, stages: int, microbatches: int, chunks: int =
     return float("nan")
 
 
+def _parse_span_label(name: str) -> tuple[int, str, int] | None:
+    """(stage or -1, action F/B/I/W, micro-batch) of a micro-batch label; None for other names."""
+    if (m := _SIMPLE.match(name)):
+        return (-1, "F" if m.group(1) == "Forward" else "B", int(m.group(2)))
+    if (m := _PP.match(name)):
+        return (int(m.group(1)), m.group(2), int(m.group(3)))
+    return None
+
+
 def microbatch_spans(events: pd.DataFrame) -> pd.DataFrame:
     """SPAN_COLUMNS for one rank: each micro-batch label's compute, from the first start to the last end
     of the compute it launched (the label's own range when it launched none)."""
-    names = events["name"].astype(str).to_numpy()
-    uniq, inverse = np.unique(names, return_inverse=True)
-    parsed = []
-    for u in uniq:
-        if (m := _SIMPLE.match(u)):
-            parsed.append((-1, "F" if m.group(1) == "Forward" else "B", int(m.group(2))))
-        elif (m := _PP.match(u)):
-            parsed.append((int(m.group(1)), m.group(2), int(m.group(3))))
-        else:
-            parsed.append(None)
-    is_label_u = np.array([p is not None for p in parsed], dtype=bool)
-    is_label = is_label_u[inverse] & np.isin(events["kind"].to_numpy(), ("annotation", "cpu_op"))
-    lab = np.flatnonzero(is_label)
+    # Names are parsed once each (categorical codes), not once per event.
+    parsed = per_name(events["name"], _parse_span_label)
+    is_label_name = per_name(events["name"], lambda n: _parse_span_label(n) is not None, dtype=bool)
+    lab = np.flatnonzero(isin(events["kind"], ("annotation", "cpu_op")) & is_label_name)
     if lab.size == 0:
         return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in SPAN_COLUMNS}).astype({"action": object})
-    info = np.array([parsed[i] for i in inverse[lab]], dtype=object)
+    info = parsed[lab]
     start = events["start_ns"].to_numpy(np.int64)
     end = events["end_ns"].to_numpy(np.int64)
-    lanes = events["lane"].astype(str).to_numpy()
-    comp = np.flatnonzero((events["kind"].to_numpy() == "compute") & (end > start))
-    owner = iv.innermost_containing(lanes[lab], start[lab], end[lab],
-                                    events["launch_lane"].astype(str).to_numpy()[comp],
+    lanes, launch_lanes = shared_codes(events["lane"], events["launch_lane"])
+    comp = np.flatnonzero(isin(events["kind"], ("compute",)) & (end > start))
+    owner = iv.innermost_containing(lanes[lab], start[lab], end[lab], launch_lanes[comp],
                                     events["launch_ns"].to_numpy(np.int64)[comp])
     hit = owner >= 0
     agg = pd.DataFrame({"o": owner[hit], "s": start[comp][hit], "e": end[comp][hit]}).groupby("o").agg(

@@ -28,6 +28,7 @@ import pandas as pd
 
 from . import intervals as iv
 from .clock import ClockOffsets, estimate_offsets
+from .codes import codes_names, isin, per_name, shared_codes
 
 P2P = ("send", "recv")
 # Launching ranges that name the operation torch performed (not the model part that asked for it).
@@ -61,26 +62,25 @@ class Matched(NamedTuple):
 
 def comm_rows(events: pd.DataFrame) -> pd.DataFrame:
     """The comm events of one rank's table with their launching op and order key (COMM_COLUMNS)."""
-    kind = events["kind"].to_numpy()
-    rows = np.flatnonzero(kind == "comm")
-    names = events["name"].astype(str).to_numpy()
-    is_op = np.isin(kind, ("annotation", "cpu_op"))
-    for_op = np.zeros(len(events), dtype=bool)
-    if is_op.any():
-        op_names = names[is_op].astype(str)
-        for_op[is_op] = np.logical_or.reduce([np.char.startswith(op_names, p) for p in OP_PREFIXES])
-    ann = np.flatnonzero(for_op)
+    # Strings are decided per distinct name (categorical codes), never per event.
+    rows = np.flatnonzero(isin(events["kind"], ("comm",)))
+    name_codes, names = codes_names(events["name"])
+    is_op_name = per_name(events["name"], lambda n: n.startswith(OP_PREFIXES), dtype=bool)
+    ann = np.flatnonzero(isin(events["kind"], ("annotation", "cpu_op")) & is_op_name)
     launch_ns = events["launch_ns"].to_numpy(np.int64)[rows]
+    lane, launch_lane = shared_codes(events["lane"], events["launch_lane"])
     found = iv.innermost_containing(
-        events["lane"].astype(str).to_numpy()[ann], events["start_ns"].to_numpy(np.int64)[ann],
-        events["end_ns"].to_numpy(np.int64)[ann], events["launch_lane"].astype(str).to_numpy()[rows], launch_ns)
-    op = np.where(found >= 0, names[ann[np.maximum(found, 0)]] if ann.size else "", "")
+        lane[ann], events["start_ns"].to_numpy(np.int64)[ann],
+        events["end_ns"].to_numpy(np.int64)[ann], launch_lane[rows], launch_ns)
+    op = np.where(found >= 0, names[name_codes[ann[np.maximum(found, 0)]]] if ann.size else "", "")
     start = events["start_ns"].to_numpy(np.int64)[rows]
+    group_codes, groups = codes_names(events["group"])
+    coll_codes, colls = codes_names(events["collective"])
     return pd.DataFrame({
         "rank": events["rank"].to_numpy(np.int64)[rows],
         "row": rows.astype(np.int64),
-        "group": events["group"].astype(str).to_numpy()[rows],
-        "collective": events["collective"].astype(str).to_numpy()[rows],
+        "group": groups[group_codes[rows]],
+        "collective": colls[coll_codes[rows]],
         "op": op.astype(object),
         "bytes": events["bytes"].to_numpy(np.int64)[rows],
         "seq": events["seq"].to_numpy(np.int64)[rows],

@@ -10,17 +10,17 @@ import numpy as np
 import pandas as pd
 
 from . import intervals as iv
+from .codes import isin
 from .result import OVERLAP_COLUMNS
 
 
 def lane_sets(events: pd.DataFrame) -> dict[str, iv.Intervals]:
     """Merged compute, comm and copy (memcpy + memset) sets of one rank's event table."""
-    kind = events["kind"].to_numpy()
     start = events["start_ns"].to_numpy(np.int64)
     end = events["end_ns"].to_numpy(np.int64)
 
     def of(*kinds: str) -> iv.Intervals:
-        sel = np.isin(kind, kinds)
+        sel = isin(events["kind"], kinds)
         return iv.merge(start[sel], end[sel])
 
     return {"compute": of("compute"), "comm": of("comm"), "copy": of("memcpy", "memset")}

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from . import intervals as iv
+from .codes import codes_names, isin, shared_codes
 from .overlap import lane_sets
 
 PREFETCH_COLUMNS = ("rank", "step", "unit", "pass", "prefetch_gap_ns", "lead_ns",
@@ -35,18 +36,23 @@ class PrefetchConfig:
     """A pass whose late all-gathers average less than this gets no diagnosis (scheduling noise)."""
 
 
-def _labels(events: pd.DataFrame) -> pd.DataFrame:
-    """FSDP ranges: label (all_gather, all_gather_copy_out, pre_forward, pre_backward), unit, lane, start, end."""
-    names = events["name"].astype(str).to_numpy()
-    is_ann = np.isin(events["kind"].to_numpy(), ("annotation", "cpu_op"))
-    uniq, inverse = np.unique(names, return_inverse=True)
-    parsed = [_LABEL.match(u) for u in uniq]
-    label_u = np.array([m.group(1) if m else "" for m in parsed], dtype=object)
-    unit_u = np.array([(m.group(2) or ROOT_UNIT) if m else "" for m in parsed], dtype=object)
-    sel = is_ann & (label_u[inverse] != "")
+def _parse_label(name: str) -> tuple[str, str]:
+    m = _LABEL.match(name)
+    return (m.group(1), m.group(2) or ROOT_UNIT) if m else ("", "")
+
+
+def _labels(events: pd.DataFrame, lane: np.ndarray) -> pd.DataFrame:
+    """FSDP ranges: label (all_gather, all_gather_copy_out, pre_forward, pre_backward), unit, lane
+    (the code of `lane`, one code per thread), start, end. Names are parsed once each."""
+    codes, names = codes_names(events["name"])
+    parsed = [_parse_label(n if isinstance(n, str) else "nan") for n in names]
+    label_u = np.array([p[0] for p in parsed], dtype=object)
+    unit_u = np.array([p[1] for p in parsed], dtype=object)
+    sel = np.flatnonzero(isin(events["kind"], ("annotation", "cpu_op")) & (label_u != "")[codes])
     return pd.DataFrame({
-        "label": label_u[inverse][sel], "unit": unit_u[inverse][sel],
-        "lane": events["lane"].astype(str).to_numpy()[sel],
+        "label": label_u[codes[sel]],
+        "unit": unit_u[codes[sel]],
+        "lane": lane[sel],
         "start_ns": events["start_ns"].to_numpy(np.int64)[sel], "end_ns": events["end_ns"].to_numpy(np.int64)[sel],
     })
 
@@ -68,20 +74,20 @@ def _latest_before(keys: np.ndarray, times: np.ndarray, q_keys: np.ndarray, q_ti
 
 def prefetch_gaps(events: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     """One row per (unit, pass, use) of one rank: PREFETCH_COLUMNS."""
-    labels = _labels(events)
+    # Threads as codes shared by lane and launch_lane: the joins below compare them only.
+    lane, launch_lane = shared_codes(events["lane"], events["launch_lane"])
+    labels = _labels(events, lane)
     rank = int(events["rank"].iloc[0]) if len(events) else -1
     ag = labels[labels["label"] == "all_gather"].reset_index(drop=True)
     use = labels[labels["label"].isin(["pre_forward", "pre_backward"])].reset_index(drop=True)
     if ag.empty or use.empty:
         return _empty()
-    kind = events["kind"].to_numpy()
     start = events["start_ns"].to_numpy(np.int64)
     end = events["end_ns"].to_numpy(np.int64)
     launch = events["launch_ns"].to_numpy(np.int64)
-    launch_lane = events["launch_lane"].astype(str).to_numpy()
 
     # The comm launched inside each all-gather range (innermost among those ranges).
-    comm = np.flatnonzero(kind == "comm")
+    comm = np.flatnonzero(isin(events["kind"], ("comm",)))
     owner = iv.innermost_containing(ag["lane"].to_numpy(), ag["start_ns"].to_numpy(), ag["end_ns"].to_numpy(),
                                     launch_lane[comm], launch[comm])
     hit = owner >= 0
@@ -106,7 +112,7 @@ def prefetch_gaps(events: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     lo[has_co] = co["start_ns"].to_numpy()[c_idx[has_co]]
     hi[has_co] = co["end_ns"].to_numpy()[c_idx[has_co]]
 
-    compute = np.flatnonzero((kind == "compute") & (end > start))
+    compute = np.flatnonzero(isin(events["kind"], ("compute",)) & (end > start))
     first = _latest_before(launch_lane[compute], -launch[compute], use["lane"].to_numpy(), -lo, side="right")
     # _latest_before on negated times finds the earliest launch >= lo.
     ok = first >= 0

@@ -1,0 +1,71 @@
+"""Categorical columns as (codes, distinct names): classify the few names, index back by code.
+
+The event table's string columns are categoricals (names repeat: ~100k events, a few thousand
+names). Under pandas 3 their categories are Arrow-backed strings, and `col.astype(str).to_numpy()`
+rebuilds a Python object per row through Arrow (tens of ms per column per rank); `np.unique` on the
+result sorts 100k Python strings. Working on the categories and indexing by code does the same work
+once per distinct name.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def codes_names(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, names) with names[codes] equal to `column.astype(str).to_numpy()`, element for element.
+
+    names is an object array of Python str; its last entry is NaN, which code -1 (a missing value)
+    indexes, as astype(str) keeps a missing value missing.
+    """
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy().astype(np.intp)
+        cats = column.cat.categories.astype(str).to_numpy(dtype=object)
+    else:
+        codes, cats = pd.factorize(column.astype(str).to_numpy(dtype=object))
+        codes = codes.astype(np.intp)
+        cats = np.asarray(cats, dtype=object)
+    return codes, np.append(cats, np.array([np.nan], dtype=object))
+
+
+def as_str(column: pd.Series) -> np.ndarray:
+    """`column.astype(str).to_numpy()` (object array of str) without the per-row Arrow round trip."""
+    codes, names = codes_names(column)
+    return names[codes]
+
+
+def shared_codes(a: pd.Series, b: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes of two string columns in one code space: equal codes <=> equal strings.
+
+    Missing values get codes that equal nothing (NaN equals nothing), -1 in `a` and -2 in `b`.
+    """
+    a_codes, a_names = codes_names(a)
+    b_codes, b_names = codes_names(b)
+    a_index = pd.Index(a_names[:-1], dtype=object)
+    mapped = a_index.get_indexer(pd.Index(b_names[:-1], dtype=object))
+    new = mapped < 0
+    mapped[new] = len(a_index) + np.arange(int(new.sum()))
+    a_out = a_codes.astype(np.int64)
+    b_out = np.append(mapped, -2).astype(np.int64)[b_codes]
+    return a_out, b_out
+
+
+def isin(column: pd.Series, values: tuple[str, ...] | list[str] | set[str]) -> np.ndarray:
+    """Boolean per row: is the row's string one of `values` (decided once per distinct name)."""
+    codes, names = codes_names(column)
+    wanted = set(values)
+    return np.fromiter((n in wanted for n in names), dtype=bool, count=names.size)[codes]
+
+
+def per_name(column: pd.Series, fn, dtype=object) -> np.ndarray:
+    """fn(name) for each row's string, calling fn once per distinct name (missing rows: fn('nan'),
+    as for `astype(str)` followed by a string test)."""
+    codes, names = codes_names(column)
+    values = [fn(n if isinstance(n, str) else "nan") for n in names]
+    if dtype is object:
+        out = np.empty(len(values), dtype=object)
+        for i, value in enumerate(values):  # one by one: tuples stay objects, not rows
+            out[i] = value
+    else:
+        out = np.array(values, dtype=dtype)
+    return out[codes]
