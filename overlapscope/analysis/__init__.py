@@ -7,7 +7,7 @@ import pandas as pd
 from ..ingest.table import RankTrace, Run
 from .breakdown import exposed_by_key, launch_scopes
 from .codes import as_str, isin
-from .crossrank import cross_rank_sections
+from .crossrank import cross_rank_sections, rank_parts
 from .overlap import overlap_by_step, totals
 from .result import Analysis, OVERLAP_COLUMNS
 from .streams import comm_on_compute_lanes, diagnose as diagnose_streams
@@ -27,7 +27,9 @@ def analyze(run: Run, *, no_steps: bool = False) -> Analysis:
 
 
 def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.DataFrame]:
-    """One rank's share of `analyze`: RANK_SECTIONS, its step windows and its comm-on-compute lanes."""
+    """One rank's share of `analyze`: RANK_SECTIONS, its step windows, its comm-on-compute lanes and
+    "cross_rank", the per-rank map of the cross-rank sections (crossrank.rank_parts): the reduce then
+    needs no event table."""
     windows = step_windows(trace, no_steps=no_steps)
     ev = trace.events
     comm_rows = isin(ev["kind"], ("comm",))
@@ -39,6 +41,7 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
         ("scope", launch_scopes(ev, comm_rows)),
     ):
         out[f"by_{column}"] = exposed_by_key(ev, windows, keys, column)
+    out["cross_rank"] = rank_parts(ev, windows)
     return out
 
 
@@ -59,7 +62,7 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]]) -> Analysis:
     diagnoses: list[str] = []
     for trace, sec in zip(run.ranks, sections):
         diagnoses += diagnose_streams(trace.rank, sec["comm_on_compute"])
-    cross = cross_rank_sections(run, {t.rank: sec["windows"] for t, sec in zip(run.ranks, sections)})
+    cross = cross_rank_sections(run, [sec["cross_rank"] for sec in sections])
     cross["diagnoses"] = diagnoses + cross["diagnoses"]
     return Analysis(
         run=run_identity(run),

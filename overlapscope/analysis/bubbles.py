@@ -17,7 +17,7 @@ Schedule, stages and micro-batches come from the run manifest's layout (`schedul
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -150,12 +150,20 @@ def pipeline_bubbles(tables: Mapping[int, pd.DataFrame], windows: Mapping[int, p
 
     Empty frames for a run that is not a pipeline (no layout in the manifest, no micro-batch labels).
     """
-    spans = pd.concat([microbatch_spans(tables[r]) for r in sorted(tables)], ignore_index=True)
-    layout = pipeline_layout(manifest, spans, len(tables))
+    ranks = sorted(tables)
+    return bubbles_of_ranks([microbatch_spans(tables[r]) for r in ranks],
+                            lambda: [stage_bubbles(tables[r], windows[r]) for r in ranks], manifest, len(tables))
+
+
+def bubbles_of_ranks(spans: list[pd.DataFrame], stages: Callable[[], list[pd.DataFrame]],
+                     manifest: Mapping[str, Any] | None, n_ranks: int) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """The reduce of `pipeline_bubbles`: per-rank `microbatch_spans` and (called only for a pipeline)
+    per-rank `stage_bubbles`, in rank order."""
+    spans = pd.concat(spans, ignore_index=True)
+    layout = pipeline_layout(manifest, spans, n_ranks)
     if not layout["source"]:
         return (pd.DataFrame(columns=list(BUBBLE_COLUMNS)), spans, [])
-    frames = [stage_bubbles(tables[r], windows[r]) for r in sorted(tables)]
-    out = pd.concat(frames, ignore_index=True)
+    out = pd.concat(stages(), ignore_index=True)
     theory = theory_fraction(layout["schedule"], layout["stages"], layout["microbatches"], layout["chunks"])
     out["theory_pct"] = 100.0 * theory
     out["schedule"] = layout["schedule"]

@@ -68,7 +68,33 @@ def analyze_collectives(tables: Mapping[int, pd.DataFrame],
     process group name} (groups.rank_groups), to place comm that names no group (gloo) in its group.
     """
     ranks = sorted(int(r) for r in tables)
-    comm = pd.concat([comm_rows(tables[r]) for r in ranks], ignore_index=True)
+    comm = {r: comm_rows(tables[r]) for r in ranks}
+    uncovered = {r: uncovered_set(tables[r], None if windows is None else windows.get(r)) for r in ranks}
+    return collectives_of_ranks(comm, uncovered, group_sizes=group_sizes, groups_of=groups_of, config=config)
+
+
+def uncovered_set(events: pd.DataFrame, windows: pd.DataFrame | None) -> pd.DataFrame:
+    """One rank's part of exposed wait/transfer (the per-rank map): W \\ C as start_ns, end_ns -
+    the step windows (the whole trace when None) minus the rank's compute."""
+    compute = lane_sets(events)["compute"]
+    if windows is not None:
+        inside = iv.merge(windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64))
+    elif len(events):
+        inside = iv.merge(np.array([events["start_ns"].min()]), np.array([events["end_ns"].max()]))
+    else:
+        inside = iv.empty()
+    out = iv.difference(inside, compute)
+    return pd.DataFrame({"start_ns": out.starts, "end_ns": out.ends})
+
+
+def collectives_of_ranks(comm: Mapping[int, pd.DataFrame], uncovered: Mapping[int, pd.DataFrame], *,
+                         group_sizes: Mapping[str, int] | None = None,
+                         groups_of: Mapping[int, Mapping[str, str]] | None = None,
+                         config: MatchConfig = MatchConfig()) -> CollectiveReport:
+    """The reduce of `analyze_collectives` on small per-rank tables: comm (matching.comm_rows) and
+    uncovered (`uncovered_set`), both keyed by rank."""
+    ranks = sorted(int(r) for r in comm)
+    comm = pd.concat([comm[r] for r in ranks], ignore_index=True)
     if len(ranks) < 2 or comm["rank"].nunique() < 2:
         # One rank: nothing to match, and no clock to align against.
         empty = _empty(COLLECTIVE_COLUMNS)
@@ -79,7 +105,7 @@ def analyze_collectives(tables: Mapping[int, pd.DataFrame],
     matched = match_collectives(comm, config, ranks)
     offsets = matched.clock.offsets_ns
     rows = _wait_transfer(matched.rows, offsets)
-    rows = _exposed(rows, tables, windows)
+    rows = _exposed(rows, uncovered)
     rows = _bandwidth(rows, group_sizes or {})
     out = rows.sort_values(["instance_start_ns", "instance", "rank"], kind="stable")
     out["instance"] = pd.factorize(out["instance"])[0].astype(np.int64)
@@ -125,26 +151,19 @@ def _wait_transfer(rows: pd.DataFrame, offsets: Mapping[int, int]) -> pd.DataFra
     return rows
 
 
-def _exposed(rows: pd.DataFrame, tables: Mapping[int, pd.DataFrame],
-             windows: Mapping[int, pd.DataFrame] | None) -> pd.DataFrame:
+def _exposed(rows: pd.DataFrame, uncovered: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     rows = rows.copy()
     rows["exposed_wait_ns"] = np.int64(0)
     rows["exposed_transfer_ns"] = np.int64(0)
     for rank, sub in rows.groupby("rank"):
-        events = tables[int(rank)]
-        compute = lane_sets(events)["compute"]
-        if windows is not None and int(rank) in windows:
-            w = windows[int(rank)]
-            inside = iv.merge(w["start_ns"].to_numpy(np.int64), w["end_ns"].to_numpy(np.int64))
-        else:
-            inside = iv.merge(np.array([events["start_ns"].min()]), np.array([events["end_ns"].max()]))
-        uncovered = iv.difference(inside, compute)
+        u = uncovered[int(rank)]
+        gaps = iv.Intervals(u["start_ns"].to_numpy(np.int64), u["end_ns"].to_numpy(np.int64))
         # In the rank's own recorded time: compute and comm share its clock.
         s = sub["recorded_start_ns"].to_numpy(np.int64)
         e = sub["recorded_end_ns"].to_numpy(np.int64)
         split = np.clip(sub["last_start_ns"].to_numpy(np.int64) - (sub["start_ns"].to_numpy() - s), s, e)
-        rows.loc[sub.index, "exposed_wait_ns"] = iv.overlap_lengths(s, split, uncovered)
-        rows.loc[sub.index, "exposed_transfer_ns"] = iv.overlap_lengths(split, e, uncovered)
+        rows.loc[sub.index, "exposed_wait_ns"] = iv.overlap_lengths(s, split, gaps)
+        rows.loc[sub.index, "exposed_transfer_ns"] = iv.overlap_lengths(split, e, gaps)
     return rows
 
 

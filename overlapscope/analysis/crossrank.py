@@ -5,14 +5,16 @@ tables and step windows.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from ..ingest.table import Run
-from .bubbles import pipeline_bubbles
-from .collectives import analyze_collectives
+from .bubbles import bubbles_of_ranks, microbatch_spans, stage_bubbles
+from .collectives import collectives_of_ranks, uncovered_set
 from .groups import rank_groups
+from .matching import comm_rows
 from .prefetch import diagnose as prefetch_diagnoses
 from .prefetch import prefetch_gaps
 
@@ -31,14 +33,38 @@ def group_sizes(run: Run) -> dict[str, int]:
     return sizes
 
 
-def cross_rank_sections(run: Run, windows: Mapping[int, pd.DataFrame]) -> dict[str, Any]:
+def rank_parts(events: pd.DataFrame, windows: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The per-rank map of the cross-rank sections (small tables; rows carry the reader's rank,
+    renumbered by `cross_rank_sections`): comm rows, uncovered time, prefetch gaps, micro-batch
+    spans and stage bubbles."""
+    return {"comm": comm_rows(events), "uncovered": uncovered_set(events, windows),
+            "prefetch": prefetch_gaps(events, windows), "spans": microbatch_spans(events),
+            "stage_bubbles": stage_bubbles(events, windows)}
+
+
+def _numbered(frame: pd.DataFrame, rank: int) -> pd.DataFrame:
+    # Ranks are numbered after every file is read: the map saw the reader's rank (maybe -1).
+    if frame.empty:
+        return frame
+    return frame.assign(rank=np.full(len(frame), rank, dtype=frame["rank"].dtype))
+
+
+def cross_rank_sections(run: Run, parts: Sequence[Mapping[str, pd.DataFrame]]) -> dict[str, Any]:
     """Keyword arguments for `Analysis`: collectives, stragglers, unmatched, clock_offsets_ns,
-    prefetch, bubbles, pipeline_spans, diagnoses."""
-    tables = {t.rank: t.events for t in run.ranks}
+    prefetch, bubbles, pipeline_spans, diagnoses. parts: `rank_parts` of each rank, in run.ranks
+    (rank) order."""
+    ranks = [t.rank for t in run.ranks]
     groups_of = rank_groups((t.rank, t.meta.get("pg_config") or []) for t in run.ranks)
-    coll = analyze_collectives(tables, windows, group_sizes=group_sizes(run), groups_of=groups_of)
-    prefetch = pd.concat([prefetch_gaps(tables[r], windows[r]) for r in sorted(tables)], ignore_index=True)
-    bubbles, spans, bubble_notes = pipeline_bubbles(tables, windows, run.manifest)
+    coll = collectives_of_ranks({r: _numbered(p["comm"], r) for r, p in zip(ranks, parts)},
+                                {r: p["uncovered"] for r, p in zip(ranks, parts)},
+                                group_sizes=group_sizes(run), groups_of=groups_of)
+    prefetch = pd.concat([_numbered(p["prefetch"], r) for r, p in zip(ranks, parts)], ignore_index=True)
+    # A rank without events keeps the rank -1 stage_bubbles gives it (as analyzing its table does).
+    bubbles, spans, bubble_notes = bubbles_of_ranks(
+        [_numbered(p["spans"], r) for r, p in zip(ranks, parts)],
+        lambda: [_numbered(p["stage_bubbles"], r) if len(t.events) else p["stage_bubbles"]
+                 for r, p, t in zip(ranks, parts, run.ranks)],
+        run.manifest, len(ranks))
     return {
         "collectives": coll.collectives, "stragglers": coll.stragglers, "unmatched": coll.unmatched,
         "clock_offsets_ns": coll.clock_offsets_ns, "prefetch": prefetch, "bubbles": bubbles,
