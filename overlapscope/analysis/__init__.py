@@ -8,7 +8,7 @@ from ..ingest.table import RankTrace, Run
 from .breakdown import exposed_by_key, launch_scopes
 from .codes import as_str, isin
 from .crossrank import cross_rank_sections, rank_parts
-from .overlap import overlap_by_step, totals
+from .overlap import lane_sets, overlap_by_step, totals
 from .result import Analysis, OVERLAP_COLUMNS
 from .streams import comm_on_compute_lanes, diagnose as diagnose_streams
 from .windows import step_windows
@@ -33,15 +33,16 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     windows = step_windows(trace, no_steps=no_steps)
     ev = trace.events
     comm_rows = isin(ev["kind"], ("comm",))
-    out = {"windows": windows, "steps": overlap_by_step(ev, windows),
+    sets = lane_sets(ev)  # merged compute/comm/copy, shared by every analyzer below
+    out = {"windows": windows, "steps": overlap_by_step(ev, windows, sets=sets),
            "comm_on_compute": comm_on_compute_lanes(ev)}
     for column, keys in (
         ("collective", as_str(ev["collective"])),
         ("group", as_str(ev["group"])),
         ("scope", launch_scopes(ev, comm_rows)),
     ):
-        out[f"by_{column}"] = exposed_by_key(ev, windows, keys, column)
-    out["cross_rank"] = rank_parts(ev, windows)
+        out[f"by_{column}"] = exposed_by_key(ev, windows, keys, column, sets=sets)
+    out["cross_rank"] = rank_parts(ev, windows, sets=sets)
     return out
 
 

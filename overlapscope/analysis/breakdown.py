@@ -18,11 +18,12 @@ _COMM_WRAPPER_PREFIXES = ("nccl:", "gloo:", "c10d::", "_c10d_functional::", "rec
                           "ncclGroup", "ProfilerStep#")
 
 
-def exposed_by_key(events: pd.DataFrame, windows: pd.DataFrame, keys: np.ndarray, column: str) -> pd.DataFrame:
+def exposed_by_key(events: pd.DataFrame, windows: pd.DataFrame, keys: np.ndarray, column: str, *,
+                   sets: dict[str, iv.Intervals] | None = None) -> pd.DataFrame:
     """keys: one label per row of `events` (only comm rows are used). Columns column, count, comm_ns,
-    exposed_comm_ns; sorted by exposed time, largest first."""
+    exposed_comm_ns; sorted by exposed time, largest first. sets: `lane_sets(events)` when known."""
     comm = isin(events["kind"], ("comm",))
-    compute = lane_sets(events)["compute"]
+    compute = (sets or lane_sets(events))["compute"]
     inside = iv.merge(*window_set(windows))
     start = events["start_ns"].to_numpy(np.int64)[comm]
     end = events["end_ns"].to_numpy(np.int64)[comm]

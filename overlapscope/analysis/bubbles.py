@@ -129,9 +129,10 @@ def pipeline_layout(manifest: Mapping[str, Any] | None, spans: pd.DataFrame, n_r
             "microbatches": int(micro or micro_found), "chunks": int(chunks or chunks_found), "source": "labels"}
 
 
-def stage_bubbles(events: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
-    """rank, step, window_ns, compute_ns, bubble_ns, bubble_pct for one stage's rank."""
-    compute = lane_sets(events)["compute"]
+def stage_bubbles(events: pd.DataFrame, windows: pd.DataFrame, *, sets: dict[str, iv.Intervals] | None = None) -> pd.DataFrame:
+    """rank, step, window_ns, compute_ns, bubble_ns, bubble_pct for one stage's rank. sets:
+    `lane_sets(events)` when known."""
+    compute = (sets or lane_sets(events))["compute"]
     starts = windows["start_ns"].to_numpy(np.int64)
     ends = windows["end_ns"].to_numpy(np.int64)
     window_ns = ends - starts

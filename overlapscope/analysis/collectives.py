@@ -73,10 +73,12 @@ def analyze_collectives(tables: Mapping[int, pd.DataFrame],
     return collectives_of_ranks(comm, uncovered, group_sizes=group_sizes, groups_of=groups_of, config=config)
 
 
-def uncovered_set(events: pd.DataFrame, windows: pd.DataFrame | None) -> pd.DataFrame:
+def uncovered_set(events: pd.DataFrame, windows: pd.DataFrame | None, *,
+                  sets: dict[str, iv.Intervals] | None = None) -> pd.DataFrame:
     """One rank's part of exposed wait/transfer (the per-rank map): W \\ C as start_ns, end_ns -
-    the step windows (the whole trace when None) minus the rank's compute."""
-    compute = lane_sets(events)["compute"]
+    the step windows (the whole trace when None) minus the rank's compute. sets: `lane_sets(events)`
+    when known."""
+    compute = (sets or lane_sets(events))["compute"]
     if windows is not None:
         inside = iv.merge(windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64))
     elif len(events):

@@ -11,10 +11,12 @@ import numpy as np
 import pandas as pd
 
 from ..ingest.table import Run
+from . import intervals as iv
 from .bubbles import bubbles_of_ranks, microbatch_spans, stage_bubbles
 from .collectives import collectives_of_ranks, uncovered_set
 from .groups import rank_groups
 from .matching import comm_rows
+from .overlap import lane_sets
 from .prefetch import diagnose as prefetch_diagnoses
 from .prefetch import prefetch_gaps
 
@@ -33,13 +35,15 @@ def group_sizes(run: Run) -> dict[str, int]:
     return sizes
 
 
-def rank_parts(events: pd.DataFrame, windows: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def rank_parts(events: pd.DataFrame, windows: pd.DataFrame, *,
+               sets: dict[str, iv.Intervals] | None = None) -> dict[str, pd.DataFrame]:
     """The per-rank map of the cross-rank sections (small tables; rows carry the reader's rank,
     renumbered by `cross_rank_sections`): comm rows, uncovered time, prefetch gaps, micro-batch
-    spans and stage bubbles."""
-    return {"comm": comm_rows(events), "uncovered": uncovered_set(events, windows),
-            "prefetch": prefetch_gaps(events, windows), "spans": microbatch_spans(events),
-            "stage_bubbles": stage_bubbles(events, windows)}
+    spans and stage bubbles. sets: `lane_sets(events)` when known."""
+    sets = sets or lane_sets(events)
+    return {"comm": comm_rows(events), "uncovered": uncovered_set(events, windows, sets=sets),
+            "prefetch": prefetch_gaps(events, windows, sets=sets), "spans": microbatch_spans(events),
+            "stage_bubbles": stage_bubbles(events, windows, sets=sets)}
 
 
 def _numbered(frame: pd.DataFrame, rank: int) -> pd.DataFrame:

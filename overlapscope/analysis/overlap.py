@@ -30,9 +30,11 @@ def window_set(windows: pd.DataFrame) -> iv.Intervals:
     return iv.Intervals(windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64))
 
 
-def overlap_by_step(events: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
-    """One row per window: step, window_start_ns, window_end_ns, OVERLAP_COLUMNS, percentages."""
-    sets = lane_sets(events)
+def overlap_by_step(events: pd.DataFrame, windows: pd.DataFrame, *,
+                    sets: dict[str, iv.Intervals] | None = None) -> pd.DataFrame:
+    """One row per window: step, window_start_ns, window_end_ns, OVERLAP_COLUMNS, percentages.
+    sets: `lane_sets(events)` when known (analyze_rank computes them once for every analyzer)."""
+    sets = sets or lane_sets(events)
     wins = window_set(windows)
     c, m, x = sets["compute"], sets["comm"], sets["copy"]
     seg = iv.segments(wins, c, m, x)

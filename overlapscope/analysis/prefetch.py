@@ -72,8 +72,9 @@ def _latest_before(keys: np.ndarray, times: np.ndarray, q_keys: np.ndarray, q_ti
     return out
 
 
-def prefetch_gaps(events: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
-    """One row per (unit, pass, use) of one rank: PREFETCH_COLUMNS."""
+def prefetch_gaps(events: pd.DataFrame, windows: pd.DataFrame, *,
+                  sets: dict[str, iv.Intervals] | None = None) -> pd.DataFrame:
+    """One row per (unit, pass, use) of one rank: PREFETCH_COLUMNS. sets: `lane_sets(events)` when known."""
     # Threads as codes shared by lane and launch_lane: the joins below compare them only.
     lane, launch_lane = shared_codes(events["lane"], events["launch_lane"])
     labels = _labels(events, lane)
@@ -120,7 +121,7 @@ def prefetch_gaps(events: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     use, a, first = use[ok].reset_index(drop=True), a[ok].reset_index(drop=True), compute[first[ok]]
     first_ns = start[first]
 
-    c_set = lane_sets(events)["compute"]
+    c_set = (sets or lane_sets(events))["compute"]
     ends_sorted = np.sort(end[compute])
     k = np.searchsorted(ends_sorted, first_ns, side="right") - 1
     w_start = windows["start_ns"].to_numpy(np.int64)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .codes import codes_names, isin, per_name
+
 
 def comm_on_compute_lanes(events: pd.DataFrame) -> pd.DataFrame:
     """Device lanes (streams) that run both comm and compute kernels.
@@ -11,15 +13,16 @@ def comm_on_compute_lanes(events: pd.DataFrame) -> pd.DataFrame:
     Columns lane, comm_count, comm_ns (summed kernel durations). Empty when every collective has a
     stream of its own, as NCCL normally does.
     """
-    ev = events[events["lane"].astype(str).str.startswith("stream:").to_numpy()]
-    kind = ev["kind"].astype(str)
-    compute_lanes = set(ev.loc[(kind == "compute").to_numpy(), "lane"].astype(str))
-    comm = ev[(kind == "comm").to_numpy()]
-    comm = comm[comm["lane"].astype(str).isin(compute_lanes).to_numpy()]
-    if comm.empty:
+    # Lanes decided per distinct lane (categorical codes), not per event.
+    lane, lane_names = codes_names(events["lane"])
+    on_stream = per_name(events["lane"], lambda n: n.startswith("stream:"), dtype=bool)
+    compute_lane = np.zeros(lane_names.size, dtype=bool)
+    compute_lane[lane[on_stream & isin(events["kind"], ("compute",))]] = True
+    comm = np.flatnonzero(on_stream & isin(events["kind"], ("comm",)) & compute_lane[lane])
+    if comm.size == 0:
         return pd.DataFrame({"lane": [], "comm_count": np.array([], np.int64), "comm_ns": np.array([], np.int64)})
-    dur = (comm["end_ns"] - comm["start_ns"]).to_numpy(np.int64)
-    out = pd.DataFrame({"lane": comm["lane"].astype(str).to_numpy(), "dur": dur})
+    dur = events["end_ns"].to_numpy(np.int64)[comm] - events["start_ns"].to_numpy(np.int64)[comm]
+    out = pd.DataFrame({"lane": lane_names[lane[comm]], "dur": dur})
     return (out.groupby("lane", as_index=False)
             .agg(comm_count=("dur", "size"), comm_ns=("dur", "sum"))
             .sort_values("comm_ns", ascending=False, kind="stable").reset_index(drop=True))
