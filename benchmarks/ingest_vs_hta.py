@@ -158,7 +158,8 @@ def print_run(r: dict) -> None:
         print(f"  b/a wall {b['wall_s'] / a['wall_s']:.3f} (HTA is {a['wall_s'] / b['wall_s']:.1f}x slower; "
               f"target b/a <= 0.1)   b/a cpu {b['cpu_s'] / a['cpu_s']:.3f}")
     else:
-        print("  (a) HTA: not installed - pip install 'overlapscope[hta]' (HolisticTraceAnalysis==0.5.0) to compare")
+        print("  (a) HTA: not run (--skip-hta, or not installed: pip install 'overlapscope[hta]', "
+              "HolisticTraceAnalysis==0.5.0)")
     print(f"  b/c wall {b['wall_s'] / c['wall_s']:.2f} (target <= 2)   b/c cpu {b['cpu_s'] / c['cpu_s']:.2f}   "
           f"b peak tree RSS / JSON {b['tree_rss'] / raw:.2f} (target <= 2)")
     if r.get("hta_overlap_pct"):
