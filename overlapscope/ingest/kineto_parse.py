@@ -85,10 +85,17 @@ class Columns:
     """Per event: an `_Args` struct (typed path), a dict (generic path) or None."""
     top: dict[str, Any]
     """distributedInfo, baseTimeNanoseconds, deviceProperties (None when absent)."""
+    typed: bool = False
+    """True when args holds only `_Args` structs and None (the typed decode)."""
 
     def arg(self, idx: np.ndarray, key: str, default: Any) -> list[Any]:
         """args[key] of the events at idx (`(args or {}).get(key, default)`)."""
         attr = ARG_KEYS[key]
+        args = self.args
+        if self.typed:
+            # Typed path: every args is an _Args struct or None; one comprehension, then UNSET -> default.
+            out = [getattr(args[i], attr, default) for i in idx]
+            return [default if v is UNSET else v for v in out] if UNSET in out else out
         out = []
         for i in idx:
             a = self.args[i]
@@ -180,7 +187,7 @@ def _typed_columns(raw: bytes) -> Columns | None:
         cat=[e.cat for e in xs], name=[e.name for e in xs], tid=[e.tid for e in xs], ts=ts,
         dur=[e.dur for e in xs], args=[e.args for e in xs],
         top={"distributedInfo": doc.distributedInfo, "baseTimeNanoseconds": doc.baseTimeNanoseconds,
-             "deviceProperties": doc.deviceProperties})
+             "deviceProperties": doc.deviceProperties}, typed=True)
 
 
 def columns_of_document(doc: dict[str, Any]) -> Columns:
