@@ -67,6 +67,8 @@ def test_known_answer_and_serial_equals_process_pool(run_dir):
     # compute [10,40) µs, AllReduce [30+shift, 55+shift): exposed = 15 + shift µs per step, 2 steps.
     assert ref.totals["exposed_comm_ns"].tolist() == [2 * 15_000, 2 * 24_000, 2 * 19_000]
     assert ref.run["rank_from"] == {"0": "distributedInfo", "1": "order", "2": "distributedInfo"}
+    # The per-rank map saw rank 1 as -1 (unnumbered); the reduce must place its comm under rank 1.
+    assert ref.collectives["rank"].value_counts().sort_index().to_dict() == {0: 2, 1: 2, 2: 2}
     assert_same_analysis(ref, analyze_path(run_dir, pool_workers=2, cache=False))
     assert_same_analysis(ref, analyze_path(run_dir, pool_workers=1, cache=False))
     assert_same_analysis(ref, overlapscope.analyze(overlapscope.load_run(run_dir, workers=2, cache=False)))

@@ -17,7 +17,8 @@ __all__ = ["analyze", "analyze_rank", "combine", "Analysis", "OVERLAP_COLUMNS", 
 
 # Per-rank sections: each comes from one rank's table alone, so ranks can be analyzed anywhere
 # (a process pool, a Dask worker) and only these frames travel back. None has a rank column: ranks
-# are numbered only once every file is read.
+# are numbered only once every file is read (the cross-rank parts carry the reader's rank, which
+# cross_rank_sections replaces).
 RANK_SECTIONS = ("steps", "by_collective", "by_group", "by_scope")
 
 

@@ -3,8 +3,9 @@
 Map (one job per trace file - per nsys run - anywhere): read it (through the cache) and run
 `analyze_rank`. Reduce (here): number the ranks as `load_run` does, then `combine` - the very
 function `analyze` uses, cross-rank sections included - so the `Analysis` is the serial one.
-The event tables travel back too (the cross-rank analyzers read whole tables: a few MB per
-rank, against the tens of MB of JSON each stands for).
+The event tables travel back too, for the Run and load_run's checks (a few MB per rank, against
+the tens of MB of JSON each stands for); the reduce itself reads only the per-rank sections,
+cross-rank parts included (crossrank.rank_parts).
 
 Where the jobs run: in-process or on a local process pool sized by cores and memory (default), on
 a Dask LocalCluster (`workers=N`), or on a running Dask cluster (`scheduler="tcp://host:8786"`;

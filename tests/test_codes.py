@@ -1,0 +1,54 @@
+"""Categorical columns through codes: the same strings as astype(str), decided once per name."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.analysis.codes import as_str, codes_names, isin, per_name, shared_codes
+
+
+def cat(*values):
+    return pd.Series(pd.Categorical(np.array(values, dtype=object)))
+
+
+def test_as_str_equals_astype_str_with_missing_values():
+    col = cat("b", None, "a", "b")
+    expected = col.astype(str).to_numpy()
+    got = as_str(col)
+    assert got.dtype == object
+    assert got[0] == "b" and got[2] == "a" and got[3] == "b"
+    assert isinstance(got[1], float) and np.isnan(got[1]) and np.isnan(expected[1])
+    assert [type(v) for v in got[[0, 2]]] == [str, str]
+
+
+def test_plain_object_column_is_factorized():
+    codes, names = codes_names(pd.Series(["x", "y", "x"], dtype=object))
+    assert list(names[codes]) == ["x", "y", "x"]
+    assert codes[0] == codes[2] != codes[1]
+
+
+def test_shared_codes_equal_exactly_when_strings_equal():
+    a = cat("thread:1", "thread:2", None, "thread:3")
+    b = cat("thread:3", "thread:9", "thread:1", None)
+    ca, cb = shared_codes(a, b)
+    assert ca[3] == cb[0] and ca[0] == cb[2]           # thread:3, thread:1
+    assert cb[1] not in ca                              # thread:9 only in b
+    assert ca[2] == -1 and cb[3] == -2                  # missing matches nothing
+
+
+def test_isin_and_per_name_decide_once_per_distinct_name():
+    col = cat("nccl:all_reduce", "aten::mm", "nccl:all_reduce", "aten::mm", "c10d::x")
+    assert list(isin(col, ("aten::mm",))) == [False, True, False, True, False]
+    calls = []
+
+    def starts_with_nccl(name):
+        calls.append(name)
+        return name.startswith("nccl:")
+
+    assert list(per_name(col, starts_with_nccl, dtype=bool)) == [True, False, True, False, False]
+    assert sorted(calls) == ["aten::mm", "c10d::x", "nan", "nccl:all_reduce"]  # 3 names + the missing slot
+
+
+def test_per_name_keeps_tuples_as_objects():
+    out = per_name(cat("Forward 1", "x"), lambda n: (1, "F") if n.startswith("Forward") else None)
+    assert out[0] == (1, "F") and out[1] is None
