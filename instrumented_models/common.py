@@ -62,6 +62,9 @@ def setup() -> Context:
 
 def teardown() -> None:
     if dist.is_initialized():
+        # every rank's last collective done before the group goes: tearing gloo down while a peer
+        # still talks to it aborts ("terminate called without an active exception")
+        dist.barrier()
         dist.destroy_process_group()
 
 
