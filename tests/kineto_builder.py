@@ -59,11 +59,17 @@ class KinetoTrace:
         self.x(cat, name, start_ns, end_ns, pid=GPU_PID, tid=stream, stream=stream, device=0,
                correlation=self._corr, **args)
 
-    def memcpy(self, start_ns: int, end_ns: int, **kw: Any) -> None:
-        self.kernel("Memcpy DtoD (Device -> Device)", start_ns, end_ns, cat="gpu_memcpy", **kw)
+    def memcpy(self, start_ns: int, end_ns: int, nbytes: int = 1024, **kw: Any) -> None:
+        self.kernel("Memcpy DtoD (Device -> Device)", start_ns, end_ns, cat="gpu_memcpy", bytes=nbytes, **kw)
 
-    def sync(self, start_ns: int, end_ns: int, stream: int = 7) -> None:
-        self.x("cuda_sync", "Stream Sync", start_ns, end_ns, pid=GPU_PID, tid=stream, stream=stream)
+    def sync(self, start_ns: int, end_ns: int, stream: int = 7, *, launch_ns: int | None = None,
+             launch_tid: int = MAIN_TID) -> None:
+        """A CUDA synchronization, tied by correlation to the cudaStreamSynchronize call that waited."""
+        self._corr += 1
+        launch = start_ns if launch_ns is None else launch_ns
+        self.x("cuda_runtime", "cudaStreamSynchronize", launch, end_ns, tid=launch_tid, correlation=self._corr)
+        self.x("cuda_sync", "Stream Sync", start_ns, end_ns, pid=GPU_PID, tid=stream, stream=stream,
+               correlation=self._corr)
 
     def document(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"schemaVersion": 1, "traceEvents": list(self.events)}

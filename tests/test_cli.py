@@ -84,3 +84,19 @@ def test_several_runs_give_a_json_array(run_dir):
 
 def test_version():
     assert "overlapscope" in invoke("--version")
+
+
+def test_cross_rank_sections_in_json_table_and_markdown(run_dir):
+    doc = orjson.loads(invoke("analyze", str(run_dir), "--format", "json"))
+    [coll] = doc["collectives"]
+    # rank 1 starts its AllReduce 5 µs late: rank 0 waits 5 µs, both end together (clock offset 0)
+    assert coll["collective"] == "all_reduce"
+    assert {r: (v["wait_ns"], v["transfer_ns"]) for r, v in coll["ranks"].items()} == \
+        {"0": (5_000, 25_000), "1": (0, 25_000)}
+    assert doc["clock_offsets_ns"] == {"0": 0, "1": 0}
+    assert doc["stragglers"][0]["rank"] == 1
+    table = invoke("analyze", str(run_dir))
+    assert "Wait vs transfer by collective" in table and "Stragglers (who arrives last)" in table
+    md = invoke("analyze", str(run_dir), "--format", "markdown")
+    assert "## Wait vs transfer by collective (matched across ranks)" in md
+    assert "| all_reduce | 1 | 0.005 | 0.050 |" in md

@@ -18,17 +18,18 @@ KINETO_SUFFIXES = (".json", ".json.gz")
 MANIFEST = "manifest.json"
 
 
-def _kineto(path: Path, step_pattern: str, comm_patterns: tuple[str, ...]) -> list[RankTrace]:
-    return [read_kineto(path, step_pattern=step_pattern, comm_patterns=comm_patterns)]
+def _kineto(paths: list[Path], step_pattern: str, comm_patterns: tuple[str, ...]) -> list[RankTrace]:
+    return [read_kineto(p, step_pattern=step_pattern, comm_patterns=comm_patterns) for p in paths]
 
 
-def _nsys(path: Path, step_pattern: str, comm_patterns: tuple[str, ...]) -> list[RankTrace]:
-    from .nsys import read_nsys  # optional reader: imported only for nsys input
-    return read_nsys(path, step_pattern=step_pattern, comm_patterns=comm_patterns)
+def _nsys(paths: list[Path], step_pattern: str, comm_patterns: tuple[str, ...]) -> list[RankTrace]:
+    from .nsys import read_nsys  # imported only for nsys input
+    # One call for all exports of a run: ranks are numbered over the files together.
+    return read_nsys(paths, step_pattern=step_pattern, comm_patterns=comm_patterns)
 
 
-# suffix -> reader; each returns the ranks found in one file.
-READERS: dict[str, Callable[[Path, str, tuple[str, ...]], list[RankTrace]]] = {
+# suffix -> reader; a reader takes all files of its format in a run and returns their ranks.
+READERS: dict[str, Callable[[list[Path], str, tuple[str, ...]], list[RankTrace]]] = {
     ".json": _kineto, ".json.gz": _kineto, ".sqlite": _nsys, ".nsys-rep": _nsys,
 }
 
@@ -51,6 +52,9 @@ def trace_files(path: Path) -> list[Path]:
         return [path]
     files = sorted(p for p in path.iterdir()
                    if p.is_file() and _suffix(p) is not None and p.name != MANIFEST)
+    # A report and its export are one trace: read the export.
+    exported = {p.name[: -len(".sqlite")] for p in files if p.name.endswith(".sqlite")}
+    files = [p for p in files if not (p.name.endswith(".nsys-rep") and p.name[: -len(".nsys-rep")] in exported)]
     if not files:
         raise OverlapscopeError("directory holds no traces (*.json, *.json.gz, *.sqlite)", path)
     return files
@@ -72,9 +76,12 @@ def load_run(path: str | Path, *, step_pattern: str = DEFAULT_STEP_PATTERN,
     """Read every rank of a run: a directory of per-rank traces, one trace file, or an nsys export."""
     path = Path(path)
     files = trace_files(path)
-    ranks: list[RankTrace] = []
+    by_reader: dict[Callable, list[Path]] = {}
     for f in files:
-        ranks.extend(READERS[_suffix(f)](f, step_pattern, comm_patterns))
+        by_reader.setdefault(READERS[_suffix(f)], []).append(f)
+    ranks: list[RankTrace] = []
+    for reader, paths in by_reader.items():
+        ranks.extend(reader(paths, step_pattern, comm_patterns))
     _number_ranks(ranks)
     _check_same_run(ranks)
     ranks.sort(key=lambda r: r.rank)
