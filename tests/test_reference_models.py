@@ -163,3 +163,21 @@ def test_pp_microbatch_labels(profiled) -> None:
     assert profiled("pp").manifest["layout"] == {**profiled("pp").manifest["layout"], "schedule": "1f1b",
                                                   "stages": 2, "virtual_stages": 1, "microbatches": 4}
     assert profiled("pp_interleaved").manifest["layout"]["virtual_stages"] == 2
+
+
+def test_capture_inside_the_script_at_world_size_2(tmp_path: Path) -> None:
+    """`--capture-out` makes the model call overlapscope.capture() itself, under plain torchrun:
+    both ranks write a trace and rank 0 merges the manifest after a barrier."""
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         "-m", "instrumented_models.ddp", "--iters", "6", "--layers", "2", "--capture-out", str(out)],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["world_size"] == 2 and manifest["missing_ranks"] == [] and manifest["layout"]["parallel"] == "ddp"
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "rank0.trace.json.gz", "rank1.trace.json.gz"]
+    steps = analyze(load_run(out)).steps
+    # capture(steps=3, skip_first=1) from the first iteration: one skipped, one warm-up, then 2, 3, 4
+    assert steps.groupby("rank")["step"].apply(list).tolist() == [[2, 3, 4], [2, 3, 4]]
+    assert (steps["comm_ns"] > 0).all()
