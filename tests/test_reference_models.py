@@ -30,8 +30,10 @@ RUNS: dict[str, tuple[str, int, tuple[str, ...]]] = {
     "fsdp2": ("fsdp2", 2, ("--prefetch", "1")),
     "fsdp2_no_prefetch": ("fsdp2", 2, ("--prefetch", "none")),
     "tp": ("tp", 2, ("--layers", "2")),
-    "pp": ("pp", 2, ("--schedule", "1f1b", "--microbatches", "4")),
-    "pp_interleaved": ("pp", 2, ("--schedule", "interleaved", "--microbatches", "4")),
+    # the label checks need no wide model
+    "pp": ("pp", 2, ("--schedule", "1f1b", "--microbatches", "4", "--dim", "128", "--seq", "64", "--batch", "8")),
+    "pp_interleaved": ("pp", 2, ("--schedule", "interleaved", "--microbatches", "4", "--dim", "128", "--seq", "64",
+                                 "--batch", "8")),
     # bubble knob: enough work per micro-batch that compute, not gloo latency, sets the step time
     "pp_gpipe_m1": ("pp", 2, ("--schedule", "gpipe", "--microbatches", "1", "--layers", "2", "--dim", "256",
                               "--seq", "128", "--batch", "32")),
