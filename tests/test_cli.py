@@ -99,4 +99,4 @@ def test_cross_rank_sections_in_json_table_and_markdown(run_dir):
     assert "Wait vs transfer by collective" in table and "Stragglers (who arrives last)" in table
     md = invoke("analyze", str(run_dir), "--format", "markdown")
     assert "## Wait vs transfer by collective (matched across ranks)" in md
-    assert "| all_reduce | 1 | 0.005 | 0.050 |" in md
+    assert "| - | all_reduce | - | 1 | 0.005 | 0.050 |" in md

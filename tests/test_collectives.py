@@ -214,3 +214,12 @@ def test_unknown_group_in_a_run_with_several_groups_is_flagged():
     assert any("1 collectives name no process group while the run has 3" in d for d in rep.diagnoses)
     assert not any("process group" in d for d in analyze_collectives({r: table(r, rows[r]) for r in range(4)},
                                                                      group_sizes={"0": 4}).diagnoses)
+
+
+def test_sequence_number_on_one_rank_only_is_unmatched():
+    r0 = [ev("stream:20", "comm", "nccl", s * MS, (s + 5) * MS, collective="all_reduce", group="0", seq=q)
+          for q, s in ((7, 0), (8, 10))]
+    r1 = [ev("stream:20", "comm", "nccl", 1 * MS, 5 * MS, collective="all_reduce", group="0", seq=7)]
+    rep = analyze_collectives({0: table(0, r0), 1: table(1, r1)})
+    assert rep.collectives["seq"].tolist() == [7, 7]
+    assert rep.unmatched[["rank", "reason", "count"]].values.tolist() == [[0, "no other rank has this sequence number", 1]]

@@ -45,3 +45,35 @@ def cross_rank_sections(run: Run, windows: Mapping[int, pd.DataFrame]) -> dict[s
         "pipeline_spans": spans,
         "diagnoses": coll.diagnoses + prefetch_diagnoses(prefetch) + bubble_notes,
     }
+
+
+def collective_summary(collectives: pd.DataFrame) -> pd.DataFrame:
+    """Per (group, collective, op) over all ranks: collectives, rows, wait/transfer and their exposed
+    parts (ns, summed), median per-collective busbw. Worst exposed first."""
+    cols = ["group", "collective", "op", "collectives", "rows", "wait_ns", "transfer_ns", "exposed_wait_ns",
+            "exposed_transfer_ns", "median_busbw_gbps"]
+    if collectives.empty:
+        return pd.DataFrame(columns=cols)
+    g = collectives.groupby(["group", "collective", "op"], as_index=False, observed=True)
+    out = g.agg(collectives=("instance", "nunique"), rows=("rank", "size"), wait_ns=("wait_ns", "sum"),
+                transfer_ns=("transfer_ns", "sum"), exposed_wait_ns=("exposed_wait_ns", "sum"),
+                exposed_transfer_ns=("exposed_transfer_ns", "sum"),
+                median_busbw_gbps=("instance_busbw_gbps", "median"))
+    exposed = out["exposed_wait_ns"] + out["exposed_transfer_ns"]
+    return out.assign(_e=exposed).sort_values(["_e", "group"], ascending=[False, True], kind="stable") \
+        .drop(columns="_e").reset_index(drop=True)[cols]
+
+
+def bubble_summary(bubbles: pd.DataFrame) -> pd.DataFrame:
+    """Per stage (rank) over its steps: steps, window_ns, bubble_ns, bubble_pct (from the sums), theory_pct,
+    schedule, stages, microbatches, chunks."""
+    cols = ["rank", "steps", "window_ns", "bubble_ns", "bubble_pct", "theory_pct", "schedule", "stages",
+            "microbatches", "chunks"]
+    if bubbles.empty:
+        return pd.DataFrame(columns=cols)
+    out = bubbles.groupby("rank", as_index=False).agg(
+        steps=("step", "size"), window_ns=("window_ns", "sum"), bubble_ns=("bubble_ns", "sum"),
+        theory_pct=("theory_pct", "first"), schedule=("schedule", "first"), stages=("stages", "first"),
+        microbatches=("microbatches", "first"), chunks=("chunks", "first"))
+    out["bubble_pct"] = 100.0 * out["bubble_ns"] / out["window_ns"].where(out["window_ns"] > 0)
+    return out[cols]

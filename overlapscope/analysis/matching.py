@@ -141,6 +141,10 @@ def match_collectives(comm: pd.DataFrame, config: MatchConfig = MatchConfig(),
     clock = estimate_offsets(_instances(comm), ranks)
 
     matched = comm["label"].to_numpy() >= 0
+    # A sequence number seen on one rank only is no cross-rank collective.
+    alone = matched & (comm.groupby(["key", "label"])["rank"].transform("size").to_numpy() < 2)
+    comm.loc[alone, "reason"] = "no other rank has this sequence number"
+    matched &= ~alone
     rows = comm[matched].copy()
     rows["instance"] = _instance_ids(rows)
     unmatched = comm[~matched].copy()

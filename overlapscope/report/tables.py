@@ -11,6 +11,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..analysis.crossrank import bubble_summary, collective_summary
+from ..analysis.prefetch import worst_units
 from ..analysis.result import Analysis
 
 MS = 1e6
@@ -97,21 +99,14 @@ def _per_step(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
 
 
 def _wait_transfer(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
-    """Per collective type: how much of its time ranks spent waiting for late peers vs moving data."""
-    header = ["collective", "instances", "wait ms", "transfer ms", "exposed wait ms", "exposed transfer ms",
-              "median busbw GB/s"]
-    c = analysis.collectives
-    if c is None or c.empty:
-        return header, []
-    g = c.groupby("collective", observed=True)
-    rows = []
-    for name, part in g:
-        busbw = part.drop_duplicates("instance")["instance_busbw_gbps"] if "instance_busbw_gbps" in part else None
-        med = float(busbw.median()) if busbw is not None and busbw.notna().any() else float("nan")
-        rows.append([str(name), str(part["instance"].nunique()), _ms(part["wait_ns"].sum()),
-                     _ms(part["transfer_ns"].sum()), _ms(part["exposed_wait_ns"].sum()),
-                     _ms(part["exposed_transfer_ns"].sum()), "-" if math.isnan(med) else f"{med:,.2f}"])
-    rows.sort(key=lambda r: -float(r[4].replace(",", "").replace("-", "0")))
+    """Per collective: how much of its time ranks spent waiting for late peers vs moving data."""
+    header = ["group", "collective", "op", "instances", "wait ms", "transfer ms", "exposed wait ms",
+              "exposed transfer ms", "median busbw GB/s"]
+    summary = collective_summary(analysis.collectives)
+    rows = [[str(r.group) or "-", str(r.collective), str(r.op) or "-", str(r.collectives), _ms(r.wait_ns),
+             _ms(r.transfer_ns), _ms(r.exposed_wait_ns), _ms(r.exposed_transfer_ns),
+             "-" if pd.isna(r.median_busbw_gbps) else f"{r.median_busbw_gbps:,.2f}"]
+            for r in summary.head(12).itertuples(index=False)]
     return header, rows
 
 
@@ -121,36 +116,33 @@ def _stragglers(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
     if st is None or st.empty:
         return header, []
     offsets = analysis.clock_offsets_ns or {}
-    rows = [[str(r.rank), str(r.last_arrivals), str(getattr(r, "collectives", "-")), _ms(r.mean_lateness_ns),
+    rows = [[str(r.rank), str(r.last_arrivals), str(r.collectives), _ms(r.mean_lateness_ns),
              f"{offsets.get(int(r.rank), 0) / 1e3:,.1f}"] for r in st.head(8).itertuples(index=False)]
     return header, rows
 
 
+def _unmatched(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
+    header = ["rank", "group", "collective", "op", "count", "why"]
+    u = analysis.unmatched
+    if u is None or u.empty:
+        return header, []
+    return header, [[str(r.rank), str(r.group) or "-", str(r.collective), str(r.op), str(r.count), str(r.reason)]
+                    for r in u.head(10).itertuples(index=False)]
+
+
 def _prefetch(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
     header = ["unit", "pass", "rows", "mean gap ms", "max gap ms", "mean lead ms"]
-    p = analysis.prefetch
-    if p is None or p.empty:
-        return header, []
-    g = (p.groupby(["unit", "pass"], observed=True)
-         .agg(rows=("prefetch_gap_ns", "size"), mean_gap=("prefetch_gap_ns", "mean"),
-              max_gap=("prefetch_gap_ns", "max"), mean_lead=("lead_ns", "mean"))
-         .reset_index().sort_values("mean_gap", ascending=False, kind="stable").head(10))
-    return header, [[str(unit), str(pass_), str(n), _ms(gap), _ms(worst), _ms(lead)]
-                    for unit, pass_, n, gap, worst, lead in g.itertuples(index=False, name=None)]
+    worst = worst_units(analysis.prefetch)
+    return header, [[str(unit), str(pass_), str(n), _ms(gap), _ms(top), _ms(lead)]
+                    for unit, pass_, n, gap, top, lead in worst.itertuples(index=False, name=None)]
 
 
 def _bubbles(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
     header = ["rank", "schedule", "stages", "micro-batches", "steps", "bubble ms/step", "bubble %", "theory %"]
-    b = analysis.bubbles
-    if b is None or b.empty:
-        return header, []
-    rows = []
-    for rank, part in b.groupby("rank", observed=True):
-        first = part.iloc[0]
-        pct = 100.0 * part["bubble_ns"].sum() / part["window_ns"].sum() if part["window_ns"].sum() else float("nan")
-        rows.append([str(rank), str(first["schedule"]), str(first["stages"]), str(first["microbatches"]),
-                     str(len(part)), _ms(part["bubble_ns"].mean()), _pct(pct), _pct(first["theory_pct"])])
-    return header, rows
+    summary = bubble_summary(analysis.bubbles)
+    return header, [[str(r.rank), str(r.schedule), str(r.stages), str(r.microbatches), str(r.steps),
+                     _ms(r.bubble_ns / max(int(r.steps), 1)), _pct(r.bubble_pct), _pct(r.theory_pct)]
+                    for r in summary.itertuples(index=False)]
 
 
 def sections(analysis: Analysis, *, per_step: bool = False) -> list[tuple[str, list[str], list[list[str]]]]:
@@ -164,6 +156,7 @@ def sections(analysis: Analysis, *, per_step: bool = False) -> list[tuple[str, l
            ("Exposed comm by launching scope (all ranks)", *_breakdown(analysis, analysis.by_scope, "scope")),
            ("Wait vs transfer by collective (matched across ranks)", *_wait_transfer(analysis)),
            ("Stragglers (who arrives last)", *_stragglers(analysis)),
+           ("Collectives that could not be matched across ranks", *_unmatched(analysis)),
            ("FSDP prefetch gaps (worst units)", *_prefetch(analysis)),
            ("Pipeline bubbles per stage", *_bubbles(analysis))]
     return [s for s in out if s[2]]
@@ -200,7 +193,8 @@ def render_markdown(analysis: Analysis, *, per_step: bool = False) -> str:
 
 
 def _is_text(header: str) -> bool:
-    return header.startswith(("rank", "worst", "scope", "collective", "group", "unit", "pass", "schedule"))
+    return header.startswith(("rank", "worst", "scope", "collective", "group", "unit", "pass", "schedule",
+                              "op", "why"))
 
 
 def _md_escape(text: str) -> str:
