@@ -85,8 +85,8 @@ def main() -> None:
         return float(torch.stack(losses).mean()) if last else None
 
     train(args, ctx, iteration, report=last)
-    teardown()
 
 
 if __name__ == "__main__":
     main()
+    teardown()  # once main's model and optimizer, the process group's last users, are gone

@@ -27,6 +27,7 @@ LOSS = re.compile(r"loss first ([\d.]+) last ([\d.]+)")
 
 RUNS: dict[str, tuple[str, int, tuple[str, ...]]] = {
     "ddp": ("ddp", 2, ("--layers", "2")),
+    "ddp_one_bucket": ("ddp", 2, ("--layers", "2", "--bucket-cap-mb", "25")),
     "fsdp2": ("fsdp2", 2, ("--prefetch", "1")),
     "fsdp2_no_prefetch": ("fsdp2", 2, ("--prefetch", "none")),
     "tp": ("tp", 2, ("--layers", "2")),
@@ -129,6 +130,15 @@ def test_fsdp2_prefetch_exposes_less_all_gather(profiled) -> None:
     # measured here: 0.99-1.0 without, 0.4-0.6 with
     assert without > 0.9, without
     assert with_prefetch < without - 0.2, (with_prefetch, without)
+
+
+def test_ddp_small_buckets_overlap_backward(profiled) -> None:
+    """0.25 MB buckets all-reduce while backward still runs; one 25 MB bucket (bigger than the model)
+    all-reduces only once backward is done, so nothing overlaps it. Medians over ranks and steps."""
+    small = float(np.median(profiled("ddp").analysis.steps["overlap_pct"]))
+    one = float(np.median(profiled("ddp_one_bucket").analysis.steps["overlap_pct"]))
+    # measured here: ~0% with one bucket, 30-80% (median ~55%) with small ones
+    assert one < 10 and small > one + 20, (small, one)
 
 
 def bubble_pct_by_rank(analysis) -> dict[int, float]:
