@@ -1,0 +1,211 @@
+"""Vectorized interval algebra on int64 nanoseconds: the one place intervals are merged.
+
+An interval set is a pair of int64 arrays (starts, ends), half-open [start, end). "Merged" means
+sorted, disjoint, non-empty and non-touching - what `merge` returns. Every function is NumPy only
+(sort, cummax, searchsorted, cumsum): no Python loop per interval.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+I64 = np.int64
+
+
+class Intervals(NamedTuple):
+    starts: np.ndarray
+    ends: np.ndarray
+
+    @property
+    def total(self) -> int:
+        return int((self.ends - self.starts).sum())
+
+    def __len__(self) -> int:  # number of intervals
+        return int(self.starts.size)
+
+
+def empty() -> Intervals:
+    return Intervals(np.empty(0, I64), np.empty(0, I64))
+
+
+def merge(starts: np.ndarray, ends: np.ndarray) -> Intervals:
+    """Union of possibly overlapping intervals as a merged set (zero-length ones vanish)."""
+    starts = np.asarray(starts, dtype=I64)
+    ends = np.asarray(ends, dtype=I64)
+    keep = ends > starts
+    if not keep.all():
+        starts, ends = starts[keep], ends[keep]
+    if starts.size == 0:
+        return empty()
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    # A new merged interval begins where a start lies beyond everything before it has reached.
+    begins = np.empty(starts.size, dtype=bool)
+    begins[0] = True
+    begins[1:] = starts[1:] > reach[:-1]
+    first = np.flatnonzero(begins)
+    last = np.append(first[1:] - 1, starts.size - 1)
+    return Intervals(starts[first], reach[last])
+
+
+def union(*sets: Intervals) -> Intervals:
+    return merge(np.concatenate([s.starts for s in sets]), np.concatenate([s.ends for s in sets]))
+
+
+def clip(s: Intervals, lo: int, hi: int) -> Intervals:
+    """A merged set cut to [lo, hi)."""
+    starts = np.maximum(s.starts, lo)
+    ends = np.minimum(s.ends, hi)
+    keep = ends > starts
+    return Intervals(starts[keep], ends[keep])
+
+
+def covered_at(s: Intervals, points: np.ndarray) -> np.ndarray:
+    """For each point, is it inside the merged set s (start <= p < end)?"""
+    idx = np.searchsorted(s.starts, points, side="right") - 1
+    inside = idx >= 0
+    inside[inside] = points[inside] < s.ends[idx[inside]]
+    return inside
+
+
+def measure_before(s: Intervals, points: np.ndarray) -> np.ndarray:
+    """F(p) = |s ∩ (-inf, p)| for each point p: the prefix length of a merged set."""
+    points = np.asarray(points, dtype=I64)
+    if len(s) == 0:
+        return np.zeros(points.shape, dtype=I64)
+    lengths = s.ends - s.starts
+    prefix = np.concatenate(([0], np.cumsum(lengths)))
+    idx = np.searchsorted(s.starts, points, side="right") - 1
+    out = np.zeros(points.shape, dtype=I64)
+    ok = idx >= 0
+    i = idx[ok]
+    out[ok] = prefix[i] + np.minimum(points[ok], s.ends[i]) - s.starts[i]
+    return out
+
+
+def overlap_lengths(starts: np.ndarray, ends: np.ndarray, s: Intervals) -> np.ndarray:
+    """|[a, b) ∩ s| for each interval [a, b) (any intervals; s merged)."""
+    return measure_before(s, ends) - measure_before(s, starts)
+
+
+def intersect(a: Intervals, b: Intervals) -> Intervals:
+    return _combine(a, b, np.logical_and)
+
+
+def difference(a: Intervals, b: Intervals) -> Intervals:
+    """a \\ b for merged sets."""
+    return _combine(a, b, lambda x, y: x & ~y)
+
+
+def _combine(a: Intervals, b: Intervals, op) -> Intervals:
+    points = np.unique(np.concatenate([a.starts, a.ends, b.starts, b.ends]))
+    if points.size < 2:
+        return empty()
+    seg_starts = points[:-1]
+    mask = op(covered_at(a, seg_starts), covered_at(b, seg_starts))
+    return merge(seg_starts[mask], points[1:][mask])
+
+
+class Segments(NamedTuple):
+    """The elementary segments between all boundaries of some merged sets, inside windows.
+
+    `window` is the index of the window each segment lies in; segments outside every window are
+    dropped. Boolean coverage of any set is `covered_at(set, seg.starts)`.
+    """
+
+    starts: np.ndarray
+    lengths: np.ndarray
+    window: np.ndarray
+
+
+def segments(windows: Intervals, *sets: Intervals) -> Segments:
+    """Cut the windows (sorted, disjoint; may touch) at every boundary of the given sets."""
+    points = np.unique(np.concatenate(
+        [windows.starts, windows.ends] + [x for s in sets for x in (s.starts, s.ends)]))
+    seg_starts, seg_ends = points[:-1], points[1:]
+    win = np.searchsorted(windows.starts, seg_starts, side="right") - 1
+    ok = win >= 0
+    ok[ok] = seg_starts[ok] < windows.ends[win[ok]]
+    return Segments(seg_starts[ok], (seg_ends - seg_starts)[ok], win[ok])
+
+
+def sum_by_window(seg: Segments, mask: np.ndarray, n_windows: int) -> np.ndarray:
+    """Total length of the masked segments in each window (int64, exact)."""
+    out = np.zeros(n_windows, dtype=I64)
+    np.add.at(out, seg.window[mask], seg.lengths[mask])
+    return out
+
+
+def innermost_containing(ann_lane: np.ndarray, ann_start: np.ndarray, ann_end: np.ndarray,
+                         q_lane: np.ndarray, q_time: np.ndarray) -> np.ndarray:
+    """Index of the innermost annotation on the query's lane with start <= t < end, else -1.
+
+    Annotations on one lane are nested ranges (record_function, NVTX push/pop). Per lane, sweep the
+    start/end boundaries: after each boundary the depth is a cumsum, and the open innermost range is
+    the latest start at that same depth - found for all queries at once with searchsorted on a
+    (depth, position) key. Loops over lanes (threads), never over events.
+    """
+    ann_lane = np.asarray(ann_lane)
+    q_lane = np.asarray(q_lane)
+    ann_start = np.asarray(ann_start, dtype=I64)
+    ann_end = np.asarray(ann_end, dtype=I64)
+    q_time = np.asarray(q_time, dtype=I64)
+    out = np.full(q_time.shape, -1, dtype=np.int64)
+    if ann_start.size == 0 or q_time.size == 0:
+        return out
+    for lane in np.intersect1d(np.unique(ann_lane), np.unique(q_lane)):
+        a_idx = np.flatnonzero(ann_lane == lane)
+        q_idx = np.flatnonzero(q_lane == lane)
+        found = _innermost_one_lane(ann_start[a_idx], ann_end[a_idx], q_time[q_idx])
+        hit = found >= 0
+        out[q_idx[hit]] = a_idx[found[hit]]
+    return out
+
+
+def _innermost_one_lane(starts: np.ndarray, ends: np.ndarray, times: np.ndarray) -> np.ndarray:
+    # Zero-length ranges contain nothing and would unbalance the depth sweep.
+    nonempty = np.flatnonzero(ends > starts)
+    if nonempty.size < starts.size:
+        found = _innermost_one_lane(starts[nonempty], ends[nonempty], times)
+        return np.where(found >= 0, nonempty[np.maximum(found, 0)], -1)
+    n = starts.size
+    if n == 0:
+        return np.full(times.shape, -1, dtype=np.int64)
+    # Outer ranges first among equal starts; an inner range closes before its parent at equal ends.
+    rank = np.empty(n, dtype=I64)
+    rank[np.lexsort((-ends, starts))] = np.arange(n)
+    ev_time = np.concatenate([starts, ends])
+    ev_is_start = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
+    ev_ann = np.concatenate([np.arange(n), np.arange(n)])
+    # Order: time, then ends before starts, then starts by rank and ends by reverse rank.
+    tiebreak = np.where(ev_is_start, rank[ev_ann], -rank[ev_ann])
+    order = np.lexsort((tiebreak, ev_is_start, ev_time))
+    ev_time, ev_is_start, ev_ann = ev_time[order], ev_is_start[order], ev_ann[order]
+    depth = np.cumsum(np.where(ev_is_start, 1, -1))
+    # Key (depth, position) of each start; a query at position k, depth d takes the latest start <= k at depth d.
+    m = 2 * n + 1
+    pos = np.arange(2 * n, dtype=I64)
+    start_keys = depth[ev_is_start].astype(I64) * m + pos[ev_is_start]
+    start_ann = ev_ann[ev_is_start]
+    key_order = np.argsort(start_keys, kind="stable")
+    start_keys, start_ann = start_keys[key_order], start_ann[key_order]
+
+    k = np.searchsorted(ev_time, times, side="right") - 1
+    result = np.full(times.shape, -1, dtype=np.int64)
+    ok = k >= 0
+    d = np.where(ok, depth[np.maximum(k, 0)], 0)
+    ok &= d > 0
+    j = np.searchsorted(start_keys, d[ok].astype(I64) * m + k[ok], side="right") - 1
+    cand = np.full(j.shape, -1, dtype=np.int64)
+    good = j >= 0
+    good[good] = (start_keys[j[good]] // m) == d[ok][good]
+    cand[good] = start_ann[j[good]]
+    result[ok] = cand
+    # Ranges that are not properly nested can fool the depth trick: keep only true containment.
+    hit = result >= 0
+    r = result[hit]
+    t = times[hit]
+    result[np.flatnonzero(hit)[~((starts[r] <= t) & (t < ends[r]))]] = -1
+    return result

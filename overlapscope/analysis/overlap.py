@@ -1,0 +1,84 @@
+"""Exposed communication per rank and step window (DESIGN.md "The numbers").
+
+C = union of compute, M = union of comm, X = union of memcpy/memset, all clipped to the window W:
+compute |C|, comm |M|, overlapped |M ∩ C|, exposed comm |M \\ C|, exposed memcpy |X \\ (C ∪ M)|,
+idle |W \\ (C ∪ M ∪ X)|; so compute + exposed comm + exposed memcpy + idle = |W| exactly.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import intervals as iv
+from .result import OVERLAP_COLUMNS
+
+
+def lane_sets(events: pd.DataFrame) -> dict[str, iv.Intervals]:
+    """Merged compute, comm and copy (memcpy + memset) sets of one rank's event table."""
+    kind = events["kind"].to_numpy()
+    start = events["start_ns"].to_numpy(np.int64)
+    end = events["end_ns"].to_numpy(np.int64)
+
+    def of(*kinds: str) -> iv.Intervals:
+        sel = np.isin(kind, kinds)
+        return iv.merge(start[sel], end[sel])
+
+    return {"compute": of("compute"), "comm": of("comm"), "copy": of("memcpy", "memset")}
+
+
+def window_set(windows: pd.DataFrame) -> iv.Intervals:
+    return iv.Intervals(windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64))
+
+
+def overlap_by_step(events: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """One row per window: step, window_start_ns, window_end_ns, OVERLAP_COLUMNS, percentages."""
+    sets = lane_sets(events)
+    wins = window_set(windows)
+    c, m, x = sets["compute"], sets["comm"], sets["copy"]
+    seg = iv.segments(wins, c, m, x)
+    in_c = iv.covered_at(c, seg.starts)
+    in_m = iv.covered_at(m, seg.starts)
+    in_x = iv.covered_at(x, seg.starts)
+    n = len(windows)
+
+    def total(mask: np.ndarray) -> np.ndarray:
+        return iv.sum_by_window(seg, mask, n)
+
+    out = pd.DataFrame({
+        "step": windows["step"].to_numpy(np.int32),
+        "window_start_ns": wins.starts,
+        "window_end_ns": wins.ends,
+        "window_ns": wins.ends - wins.starts,
+        "compute_ns": total(in_c),
+        "comm_ns": total(in_m),
+        "overlapped_ns": total(in_m & in_c),
+        "exposed_comm_ns": total(in_m & ~in_c),
+        "exposed_memcpy_ns": total(in_x & ~in_c & ~in_m),
+        "idle_ns": total(~in_c & ~in_m & ~in_x),
+    })
+    return add_percentages(out)
+
+
+def add_percentages(frame: pd.DataFrame) -> pd.DataFrame:
+    """overlap_pct = 100·overlapped/comm, exposed_comm_pct = 100·exposed/window; NaN where undefined."""
+    comm = frame["comm_ns"].to_numpy(np.float64)
+    window = frame["window_ns"].to_numpy(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frame["overlap_pct"] = np.where(comm > 0, 100.0 * frame["overlapped_ns"] / comm, np.nan)
+        frame["exposed_comm_pct"] = np.where(
+            (comm > 0) & (window > 0), 100.0 * frame["exposed_comm_ns"] / window, np.nan)
+    return frame
+
+
+def totals(per_step: pd.DataFrame) -> pd.DataFrame:
+    """Per-rank sums over steps, percentages recomputed from the sums."""
+    summed = per_step.groupby("rank", as_index=False)[list(OVERLAP_COLUMNS)].sum()
+    summed.insert(1, "steps", per_step.groupby("rank").size().to_numpy())
+    return add_percentages(summed)
+
+
+def exposed_intervals(events: pd.DataFrame, windows: pd.DataFrame) -> iv.Intervals:
+    """The exact intervals counted as exposed comm: (M ∩ W) \\ C - what the dashboard draws."""
+    sets = lane_sets(events)
+    inside = iv.intersect(sets["comm"], iv.merge(*window_set(windows)))
+    return iv.difference(inside, sets["compute"])

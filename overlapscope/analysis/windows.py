@@ -1,0 +1,63 @@
+"""Step windows W_s (DESIGN.md "Steps"): device time on GPU traces, the CPU step range on CPU traces."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import TraceError
+from ..ingest.table import RankTrace
+
+DEVICE_KINDS = ("compute", "comm", "memcpy", "memset")
+# Kinds that occupy a lane of work: what the windows must cover.
+WORK_KINDS = DEVICE_KINDS
+
+
+def _frame(steps, starts, ends) -> pd.DataFrame:
+    return pd.DataFrame({
+        "step": np.asarray(steps, dtype=np.int32),
+        "start_ns": np.asarray(starts, dtype=np.int64),
+        "end_ns": np.asarray(ends, dtype=np.int64),
+    })
+
+
+def step_windows(trace: RankTrace, *, no_steps: bool = False) -> pd.DataFrame:
+    """Columns step, start_ns, end_ns; sorted, disjoint. step -1 is a whole-trace window."""
+    ev = trace.events
+    work = ev[ev["kind"].isin(WORK_KINDS).to_numpy()]
+    if work.empty:
+        raise TraceError("no device or CPU activity (no kernels, memcpy, compute or comm events)", trace.source)
+    if no_steps or trace.steps.empty:
+        return _frame([-1], [work["start_ns"].min()], [work["end_ns"].max()])
+    if trace.device == "gpu":
+        return _device_windows(work, trace)
+    return _cpu_windows(work, trace)
+
+
+def _device_windows(work: pd.DataFrame, trace: RankTrace) -> pd.DataFrame:
+    # W_s = [first device start launched in s, first device start launched in s+1); the last
+    # window ends at the end of the last device event launched in it.
+    in_step = work[work["step"].to_numpy() >= 0]
+    if in_step.empty:
+        raise TraceError("no device work was launched inside any step range "
+                         "(use --no-steps to analyze the whole trace as one window)", trace.source)
+    per_step = in_step.groupby("step", observed=True).agg(
+        first_ns=("start_ns", "min"), last_end_ns=("end_ns", "max")).sort_values("first_ns")
+    firsts = per_step["first_ns"].to_numpy(np.int64)
+    ends = np.append(firsts[1:], per_step["last_end_ns"].to_numpy(np.int64)[-1])
+    return _frame(per_step.index.to_numpy(), firsts, ends)
+
+
+def _cpu_windows(work: pd.DataFrame, trace: RankTrace) -> pd.DataFrame:
+    steps = trace.steps.sort_values("start_ns")
+    starts = steps["start_ns"].to_numpy(np.int64)
+    ends = steps["end_ns"].to_numpy(np.int64)
+    # A step range with no work inside is a broken trace, not a fast step.
+    # events overlapping [start, end) = #(start_ns < end) - #(end_ns <= start)
+    started = np.searchsorted(np.sort(work["start_ns"].to_numpy(np.int64)), ends, side="left")
+    finished = np.searchsorted(np.sort(work["end_ns"].to_numpy(np.int64)), starts, side="right")
+    overlapping = started - finished
+    empty = overlapping <= 0
+    if empty.any():
+        bad = steps["step"].to_numpy()[empty]
+        raise TraceError(f"step {int(bad[0])} has no compute or communication events", trace.source)
+    return _frame(steps["step"].to_numpy(), starts, ends)

@@ -1,0 +1,142 @@
+"""The `overlapscope` command: profile | analyze | baseline | check | dashboard | export."""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+from typing import Callable
+
+import click
+
+from . import __version__
+from .errors import OverlapscopeError
+
+EXIT_UNUSABLE = 2
+
+
+def fail(message: str) -> None:
+    click.echo(f"overlapscope: error: {message}", err=True)
+    sys.exit(EXIT_UNUSABLE)
+
+
+def one_line_errors(func: Callable) -> Callable:
+    """User errors become one line on stderr and exit 2 - never a traceback (OVERLAPSCOPE_DEBUG=1 shows it)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except OverlapscopeError as exc:
+            if os.environ.get("OVERLAPSCOPE_DEBUG"):
+                raise
+            fail(str(exc))
+        except MemoryError:
+            fail("out of memory while reading the run (try fewer ranks at once)")
+        except KeyboardInterrupt:
+            fail("interrupted")
+        except Exception as exc:  # noqa: BLE001 - a bug must still not print a number or a traceback
+            if os.environ.get("OVERLAPSCOPE_DEBUG"):
+                raise
+            fail(f"internal error, please report it with OVERLAPSCOPE_DEBUG=1 output: "
+                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="overlapscope")
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+def main(verbose: int) -> None:
+    """How much of your NCCL communication is not hidden behind compute, and why."""
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="overlapscope: %(levelname)s: %(message)s", stream=sys.stderr)
+
+
+def run_options(func: Callable) -> Callable:
+    """Options every command that reads runs shares."""
+    func = click.option("--no-steps", is_flag=True, help="Analyze each rank as one window, ignoring step markers.")(func)
+    func = click.option("--step-pattern", default=None, metavar="REGEX",
+                        help="Names of step ranges (default: ProfilerStep#N or 'step N').")(func)
+    func = click.option("--comm-pattern", multiple=True, metavar="REGEX",
+                        help="Extra kernel-name pattern that counts as communication (repeatable).")(func)
+    return func
+
+
+def load_and_analyze(path: str, *, no_steps: bool = False, step_pattern: str | None = None,
+                     comm_pattern: tuple[str, ...] = ()):
+    """The one way every command turns a RUN argument into (Run, Analysis)."""
+    from .analysis import analyze
+    from .ingest import load_run
+    from .ingest.steps import DEFAULT_STEP_PATTERN
+
+    run = load_run(path, step_pattern=step_pattern or DEFAULT_STEP_PATTERN, comm_patterns=tuple(comm_pattern))
+    return run, analyze(run, no_steps=no_steps)
+
+
+@main.command()
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "markdown"]), default="table",
+              show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write here instead of stdout.")
+@run_options
+@one_line_errors
+def analyze(runs: tuple[str, ...], fmt: str, output: str | None, no_steps: bool, step_pattern: str | None,
+            comm_pattern: tuple[str, ...]) -> None:
+    """Exposed communication of one or more runs.
+
+    RUN is a directory of per-rank traces (*.json, *.json.gz, *.sqlite), one trace file, or an nsys export.
+    """
+    from .report import json_report, tables
+
+    # Analyze everything first: a bad RUN must stop the command before any number is printed.
+    results = [load_and_analyze(r, no_steps=no_steps, step_pattern=step_pattern, comm_pattern=comm_pattern)[1]
+               for r in runs]
+    if fmt == "json":
+        text = json_report.to_json(results[0]) if len(results) == 1 else \
+            "[" + ",\n".join(json_report.to_json(a) for a in results) + "]"
+    elif fmt == "markdown":
+        text = "\n".join(tables.render_markdown(a) for a in results)
+    elif fmt == "csv":
+        text = "".join(tables.render_csv(a) for a in results[:1]) + "".join(
+            tables.render_csv(a).split("\n", 1)[1] for a in results[1:])
+    else:
+        from rich.console import Console
+
+        # A pipe or file gets a wide table rather than rich's 80-column default.
+        console = Console(file=open(output, "w") if output else None,
+                          width=None if output is None and sys.stdout.isatty() else 160)
+        for a in results:
+            tables.render_rich(a, console)
+        return
+    if output:
+        with open(output, "w") as fh:
+            fh.write(text + ("\n" if not text.endswith("\n") else ""))
+    else:
+        click.echo(text)
+
+
+def _register_optional_commands() -> None:
+    """Commands that live beside their stage (capture, gate, dashboard): added when present."""
+    import importlib
+
+    for module, names in (
+        ("overlapscope.capture.cli", ("profile",)),
+        ("overlapscope.report.gate_cli", ("baseline", "check")),
+        ("overlapscope.dashboard.cli", ("dashboard", "export")),
+    ):
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("overlapscope"):
+                continue
+            raise
+        for name in names:
+            if hasattr(mod, name):
+                main.add_command(getattr(mod, name), name)
+
+
+_register_optional_commands()
+
+if __name__ == "__main__":
+    main()

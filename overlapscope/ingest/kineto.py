@@ -1,0 +1,310 @@
+"""Kineto (PyTorch profiler Chrome-trace JSON) reader: one file, one rank, one event table.
+
+GPU traces: kernels / memcpy / memset / cuda_sync on `stream:<id>` lanes, launched by the
+cuda_runtime/driver call with the same correlation id. CPU (gloo) traces: the rule of DESIGN.md
+"CPU (gloo) traces" - gloo transfers on the runloop workers are comm, main-thread ops that neither
+are nor enclose a wait are compute.
+"""
+from __future__ import annotations
+
+import gzip
+import logging
+import re
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from ..errors import TraceError
+from ..analysis.intervals import innermost_containing
+from . import classify
+from .steps import DEFAULT_STEP_PATTERN, step_ranges, steps_at
+from .table import RankTrace, make_table
+
+log = logging.getLogger(__name__)
+
+DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_sync": "sync"}
+LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+CPU_CATS = {"cpu_op": "cpu_op", "user_annotation": "annotation"}
+DTYPE_BYTES = {
+    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
+    "int": 4, "int32": 4, "long": 8, "int64": 8, "short": 2, "int16": 2, "char": 1, "int8": 1,
+    "byte": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
+}
+# Ops whose CPU time is spent waiting for a collective (DESIGN.md): they are never compute.
+_WAIT_PREFIXES = ("c10d::", "_c10d_functional::", "record_param_comms", "gloo:", "FSDP::all_gather (")
+_WAIT_SUFFIX = re.compile(r"^FSDP::\w*_wait\b")
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, gunzipped when gzip; one-line errors for empty or truncated files."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TraceError(f"cannot read: {exc.strerror or exc}", path) from None
+    if not raw:
+        raise TraceError("empty file", path)
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
+            raise TraceError(f"truncated or corrupt gzip ({exc})", path) from None
+        if not raw:
+            raise TraceError("empty file (gzip of nothing)", path)
+    return raw
+
+
+def load_document(path: Path) -> dict[str, Any]:
+    raw = read_bytes(path)
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        what = "truncated JSON" if "unexpected end" in str(exc).lower() or "eof" in str(exc).lower() else "malformed JSON"
+        raise TraceError(f"{what} ({exc})", path) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        raise TraceError("not a Kineto trace (no traceEvents list)", path)
+    return doc
+
+
+def us_to_ns(values: list[Any]) -> np.ndarray:
+    """Kineto µs (int, or float with ns in three decimals) to exact int64 ns.
+
+    Multiplying epoch µs by 1000 in float64 loses up to 256 ns; split off the integer µs first.
+    """
+    arr = np.asarray(values)
+    if arr.size == 0:
+        return np.empty(0, np.int64)
+    if arr.dtype.kind in "iu":
+        return arr.astype(np.int64) * 1000
+    arr = arr.astype(np.float64)
+    whole = np.floor(arr)
+    return whole.astype(np.int64) * 1000 + np.rint((arr - whole) * 1000.0).astype(np.int64)
+
+
+def rank_of(doc: dict[str, Any], path: Path) -> tuple[int | None, str]:
+    info = doc.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return info["rank"], "distributedInfo"
+    m = _RANK_IN_NAME.search(path.name)
+    if m:
+        return int(m.group(1)), "filename"
+    return None, "order"
+
+
+def read_kineto(path: str | Path, *, step_pattern: str = DEFAULT_STEP_PATTERN,
+                comm_patterns: tuple[str, ...] = (), doc: dict[str, Any] | None = None) -> RankTrace:
+    path = Path(path)
+    doc = load_document(path) if doc is None else doc
+    rank, rank_from = rank_of(doc, path)
+    info = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
+    base_ns = int(doc.get("baseTimeNanoseconds") or 0)
+
+    xs = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
+    cats = np.array([e.get("cat", "") for e in xs], dtype=object)
+    try:
+        start = us_to_ns([e["ts"] for e in xs]) + base_ns
+        dur = us_to_ns([e.get("dur", 0) for e in xs])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TraceError(f"event without a numeric ts/dur ({exc})", path) from None
+    end = start + np.maximum(dur, 0)
+
+    is_device = np.isin(cats, list(DEVICE_CATS))
+    is_launch = np.isin(cats, LAUNCH_CATS)
+    is_cpu = np.isin(cats, list(CPU_CATS))
+    if not (is_device.any() or is_cpu.any()):
+        raise TraceError("no device or CPU activity (no kernels, memcpy or CPU ops)", path)
+
+    names_all = np.array([str(e.get("name", "")) for e in xs], dtype=object)
+    steps = step_ranges(names_all[is_cpu], start[is_cpu], end[is_cpu], step_pattern)
+    if is_device.any():
+        parts = _gpu_events(xs, cats, names_all, start, end, is_device, is_launch, is_cpu, comm_patterns)
+    else:
+        parts = _cpu_events(xs, cats, names_all, start, end, is_cpu)
+    parts["step"] = steps_at(parts["launch_ns"], steps)
+    events = make_table(-1 if rank is None else rank, **parts)
+    meta = {k: info.get(k) for k in ("backend", "pg_config", "nccl_version") if info.get(k) is not None}
+    if isinstance(doc.get("deviceProperties"), list) and doc["deviceProperties"]:
+        meta["device_name"] = doc["deviceProperties"][0].get("name")
+    return RankTrace(
+        rank=-1 if rank is None else rank, events=events, steps=steps, source=str(path),
+        device="gpu" if is_device.any() else "cpu", rank_from=rank_from,
+        world_size=info.get("world_size") if isinstance(info.get("world_size"), int) else None, meta=meta)
+
+
+def _arg(xs: list[dict], idx: np.ndarray, key: str, default: Any) -> list[Any]:
+    return [(xs[i].get("args") or {}).get(key, default) for i in idx]
+
+
+def _gpu_events(xs, cats, names, start, end, is_device, is_launch, is_cpu, comm_patterns) -> dict[str, Any]:
+    dev = np.flatnonzero(is_device)
+    cpu = np.flatnonzero(is_cpu)
+    # Distinct names are few: classify each once, map back through the codes.
+    dev_names = names[dev]
+    uniq, inverse = np.unique(dev_names.astype(str), return_inverse=True)
+    comm_u = classify.is_comm_name(list(uniq), comm_patterns)
+    coll_u = classify.collectives_of(list(uniq))
+    dev_kind = np.array([DEVICE_CATS[c] for c in cats[dev]], dtype=object)
+    is_kernel = dev_kind == "kernel"
+    dev_kind[is_kernel] = np.where(comm_u[inverse][is_kernel], "comm", "compute")
+    is_comm = dev_kind == "comm"
+    streams = _arg(xs, dev, "stream", None)
+    dev_lane = np.array([f"stream:{s}" if s is not None else f"stream:{xs[i].get('tid')}"
+                         for s, i in zip(streams, dev)], dtype=object)
+    corr = np.array(_arg(xs, dev, "correlation", -1), dtype=np.int64)
+
+    # Launch of each device event: the runtime/driver call with the same correlation id.
+    lau = np.flatnonzero(is_launch)
+    lau_corr = np.array(_arg(xs, lau, "correlation", -1), dtype=np.int64)
+    order = np.argsort(lau_corr, kind="stable")
+    lau_corr, lau = lau_corr[order], lau[order]
+    pos = np.clip(np.searchsorted(lau_corr, corr), 0, max(lau.size - 1, 0))
+    found = (lau.size > 0) & (lau_corr[pos] == corr) & (corr >= 0) if lau.size else np.zeros(corr.size, bool)
+    launch_ns = np.full(dev.size, -1, dtype=np.int64)
+    launch_lane = np.full(dev.size, "", dtype=object)
+    launch_ns[found] = start[lau[pos[found]]]
+    launch_lane[found] = np.array([f"thread:{xs[i].get('tid')}" for i in lau[pos[found]]], dtype=object)
+
+    collective = np.where(is_comm, coll_u[inverse], "").astype(object)
+    nbytes = np.full(dev.size, -1, dtype=np.int64)
+    group = np.full(dev.size, "", dtype=object)
+    seq = np.full(dev.size, -1, dtype=np.int64)
+    comm_idx = np.flatnonzero(is_comm)
+    if comm_idx.size:
+        args = [xs[i].get("args") or {} for i in dev[comm_idx]]
+        # Kernels of newer traces carry the record_param_comms args themselves; else take them from
+        # the innermost record_param_comms around the launch.
+        rpc = cpu[names[cpu] == "record_param_comms"]
+        if rpc.size:
+            hit = innermost_containing(
+                np.array([f"thread:{xs[i].get('tid')}" for i in rpc], dtype=object), start[rpc], end[rpc],
+                launch_lane[comm_idx], launch_ns[comm_idx])
+            for j, h in enumerate(hit):
+                if h >= 0 and "Collective name" not in args[j]:
+                    args[j] = xs[rpc[h]].get("args") or {}
+        for j, a in enumerate(args):
+            k = comm_idx[j]
+            if not collective[k]:
+                collective[k] = classify.collective_from_arg(a.get("Collective name"))
+            nbytes[k] = _message_bytes(a, collective[k])
+            pg = a.get("Process Group Name")
+            group[k] = str(pg) if pg is not None else ""
+            s = a.get("Seq", a.get("seq"))
+            seq[k] = int(s) if isinstance(s, int) else -1
+
+    cpu_kind = np.array([CPU_CATS[c] for c in cats[cpu]], dtype=object)
+    cpu_lane = np.array([f"thread:{xs[i].get('tid')}" for i in cpu], dtype=object)
+    return {
+        "lane": np.concatenate([dev_lane, cpu_lane]),
+        "kind": np.concatenate([dev_kind, cpu_kind]),
+        "name": np.concatenate([dev_names, names[cpu]]),
+        "start_ns": np.concatenate([start[dev], start[cpu]]),
+        "end_ns": np.concatenate([end[dev], end[cpu]]),
+        "collective": np.concatenate([collective, np.full(cpu.size, "", dtype=object)]),
+        "bytes": np.concatenate([nbytes, np.full(cpu.size, -1, np.int64)]),
+        "group": np.concatenate([group, np.full(cpu.size, "", dtype=object)]),
+        "seq": np.concatenate([seq, np.full(cpu.size, -1, np.int64)]),
+        "correlation": np.concatenate([corr, np.full(cpu.size, -1, np.int64)]),
+        "launch_ns": np.concatenate([launch_ns, start[cpu]]),
+        "launch_lane": np.concatenate([launch_lane, cpu_lane]),
+    }
+
+
+def _message_bytes(args: dict[str, Any], collective: str) -> int:
+    """nccl-tests' S: the whole tensor (Out for all_gather, In for reduce_scatter), else In."""
+    size = DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
+    key = "Out msg nelems" if collective == "all_gather" else "In msg nelems"
+    nelems = args.get(key)
+    if size is None or not isinstance(nelems, int):
+        return -1
+    return nelems * size
+
+
+def _cpu_events(xs, cats, names, start, end, is_cpu) -> dict[str, Any]:
+    cpu = np.flatnonzero(is_cpu)
+    name = names[cpu]
+    tid = np.array([str(xs[i].get("tid")) for i in cpu], dtype=object)
+    s, e = start[cpu], end[cpu]
+    kind = np.array([CPU_CATS[c] for c in cats[cpu]], dtype=object)
+
+    uniq, inverse = np.unique(name.astype(str), return_inverse=True)
+    gloo_u = np.char.startswith(uniq.astype(str), "gloo:")
+    p2p_u = np.isin(uniq, ["gloo:send", "gloo:recv"])
+    wait_u = np.array([n.startswith(_WAIT_PREFIXES) or bool(_WAIT_SUFFIX.match(n)) for n in uniq], dtype=bool)
+    is_gloo, is_p2p, is_wait = gloo_u[inverse], p2p_u[inverse], wait_u[inverse]
+
+    # Comm workers are found by their gloo:* transfers (thread names are unreliable); the main
+    # thread's gloo:send/recv are pipeline p2p that span post to wait.
+    workers = np.unique(tid[is_gloo & ~is_p2p])
+    on_worker = np.isin(tid, workers)
+    comm = is_gloo
+    encloses_wait = _encloses(tid, s, e, is_wait)
+    compute = (kind == "cpu_op") & ~on_worker & ~is_wait & ~encloses_wait
+    kind = kind.copy()
+    kind[compute] = "compute"
+    kind[comm] = "comm"
+
+    lane = np.array([f"thread:{t}" for t in tid], dtype=object)
+    launch_ns, launch_lane = s.copy(), lane.copy()
+    collective = np.where(comm, classify.collectives_of(list(uniq))[inverse], "").astype(object)
+    _link_worker_transfers(comm & on_worker, ~on_worker, name, s, lane, launch_ns, launch_lane, collective)
+    return {"lane": lane, "kind": kind, "name": name, "start_ns": s, "end_ns": e,
+            "collective": collective, "launch_ns": launch_ns, "launch_lane": launch_lane}
+
+
+def _encloses(tid: np.ndarray, s: np.ndarray, e: np.ndarray, is_wait: np.ndarray) -> np.ndarray:
+    """Does each op enclose (on its own thread) a wait event? Uses the leaf waits: a nested op
+    encloses some wait iff the first leaf wait starting at or after it ends inside it."""
+    out = np.zeros(s.size, dtype=bool)
+    for t in np.unique(tid[is_wait]):
+        on_t = tid == t
+        w = np.flatnonzero(on_t & is_wait)
+        order = np.lexsort((-e[w], s[w]))
+        ws, we = s[w][order], e[w][order]
+        leaf = np.ones(ws.size, dtype=bool)
+        leaf[:-1] = ~((ws[1:] < we[:-1]) | ((ws[1:] == ws[:-1]) & (we[1:] <= we[:-1])))
+        ws, we = ws[leaf], we[leaf]
+        ops = np.flatnonzero(on_t)
+        j = np.searchsorted(ws, s[ops], side="left")
+        ok = j < ws.size
+        jj, op_s, op_e = j[ok], s[ops[ok]], e[ops[ok]]
+        starts_inside = (ws[jj] < op_e) | (ws[jj] == op_s)
+        out[ops[ok]] = starts_inside & (we[jj] <= op_e)
+    return out
+
+
+def _link_worker_transfers(worker: np.ndarray, main: np.ndarray, name, s, lane, launch_ns, launch_lane,
+                           collective) -> None:
+    """Tie each gloo transfer on a runloop worker to the c10d op that enqueued it on the main thread.
+
+    gloo runs its work queue in FIFO order, so the k-th transfer to start is the k-th enqueue. The
+    enqueue names the collective the user asked for (FSDP2's reduce-scatter runs as gloo:all_reduce).
+    """
+    w = np.flatnonzero(worker)
+    enq = np.flatnonzero(main & np.char.startswith(name.astype(str), "c10d::"))
+    if w.size == 0 or enq.size == 0:
+        return
+    enq_coll = classify.collectives_of(list(name[enq]))
+    enq = enq[enq_coll != ""]
+    enq_coll = enq_coll[enq_coll != ""]
+    w = w[np.argsort(s[w], kind="stable")]
+    order = np.argsort(s[enq], kind="stable")
+    enq, enq_coll = enq[order], enq_coll[order]
+    # Transfers that started before the first enqueue in the trace were enqueued before profiling.
+    skip = int(np.searchsorted(s[w], s[enq[0]], side="left"))
+    w = w[skip:]
+    n = min(w.size, enq.size)
+    if n == 0:
+        return
+    w, enq, enq_coll = w[:n], enq[:n], enq_coll[:n]
+    consistent = s[enq] <= s[w]
+    if not consistent.all():
+        log.warning("gloo transfers do not follow their enqueues in order; %d left unlinked",
+                    int((~consistent).sum()))
+    w, enq, enq_coll = w[consistent], enq[consistent], enq_coll[consistent]
+    launch_ns[w] = s[enq]
+    launch_lane[w] = lane[enq]
+    collective[w] = enq_coll

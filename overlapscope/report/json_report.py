@@ -1,0 +1,69 @@
+"""The `overlapscope.report/1` JSON document (DESIGN.md "Interfaces"). Keys are only ever added."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from ..analysis.result import OVERLAP_COLUMNS, Analysis
+
+SCHEMA = "overlapscope.report/1"
+STEP_KEYS = ("step",) + OVERLAP_COLUMNS
+
+
+def _clean(value: Any) -> Any:
+    """NumPy scalars to Python; NaN to None (JSON null), never NaN."""
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        f = float(value)
+        return None if math.isnan(f) else f
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return value
+
+
+def records(frame: pd.DataFrame, columns: list[str] | tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    if frame is None or frame.empty:
+        return []
+    cols = [c for c in (columns or frame.columns) if c in frame.columns]
+    return [{c: _clean(v) for c, v in zip(cols, row)} for row in frame[cols].itertuples(index=False, name=None)]
+
+
+def to_dict(analysis: Analysis) -> dict[str, Any]:
+    ranks = []
+    for total in records(analysis.totals):
+        rank = total["rank"]
+        steps = analysis.steps[analysis.steps["rank"] == rank]
+        ranks.append({
+            "rank": rank,
+            "source": total.pop("source", None),
+            "steps": records(steps, list(STEP_KEYS) + ["window_start_ns", "window_end_ns",
+                                                       "overlap_pct", "exposed_comm_pct"]),
+            "total": {k: v for k, v in total.items() if k != "rank"},
+        })
+    run = {k: v for k, v in analysis.run.items()}
+    return {
+        "schema": SCHEMA,
+        "run": run,
+        "ranks": ranks,
+        "by_collective": records(analysis.by_collective),
+        "by_group": records(analysis.by_group),
+        "by_scope": records(analysis.by_scope),
+        "collectives": records(analysis.collectives),
+        "stragglers": records(analysis.stragglers),
+        "prefetch": records(analysis.prefetch),
+        "bubbles": records(analysis.bubbles),
+        "clock_offsets_ns": {str(k): int(v) for k, v in analysis.clock_offsets_ns.items()},
+        "diagnoses": list(analysis.diagnoses),
+    }
+
+
+def to_json(analysis: Analysis) -> str:
+    return orjson.dumps(to_dict(analysis), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
+                        default=_clean).decode()

@@ -1,0 +1,135 @@
+"""Human-facing views of an Analysis: the terminal table, markdown and CSV.
+
+The first table is what an engineer reads first: per rank, step time, exposed comm (ms and % of the
+step), overlap %, and the collective with the most exposed time; then a run summary.
+"""
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..analysis.result import Analysis
+
+MS = 1e6
+
+
+def _ms(ns: float) -> str:
+    return "-" if ns is None or (isinstance(ns, float) and math.isnan(ns)) else f"{ns / MS:,.3f}"
+
+
+def _pct(p: float) -> str:
+    return "-" if p is None or (isinstance(p, float) and math.isnan(p)) else f"{p:.1f}"
+
+
+def rank_rows(analysis: Analysis) -> pd.DataFrame:
+    """One row per rank with the headline numbers (all in ns / pct, unformatted)."""
+    t = analysis.totals.copy()
+    t["step_ns"] = t["window_ns"] / t["steps"].clip(lower=1)
+    t["exposed_per_step_ns"] = t["exposed_comm_ns"] / t["steps"].clip(lower=1)
+    worst = (analysis.by_collective[analysis.by_collective["exposed_comm_ns"] > 0]
+             .sort_values("exposed_comm_ns", ascending=False, kind="stable")
+             .drop_duplicates("rank").set_index("rank"))
+    t["worst_collective"] = t["rank"].map(worst["collective"]).fillna("")
+    t["worst_collective_ns"] = t["rank"].map(worst["exposed_comm_ns"]).fillna(0).astype(np.int64)
+    return t
+
+
+def summary_lines(analysis: Analysis) -> list[str]:
+    t = rank_rows(analysis)
+    lines = []
+    if t.empty:
+        return lines
+    mean_exposed = t["exposed_per_step_ns"].mean()
+    mean_step = t["step_ns"].mean()
+    worst = t.sort_values("exposed_comm_ns", ascending=False).iloc[0]
+    comm_total = t["comm_ns"].sum()
+    overlap = 100.0 * t["overlapped_ns"].sum() / comm_total if comm_total else float("nan")
+    lines.append(
+        f"{len(t)} rank(s), {int(t['steps'].max())} step(s): mean step {_ms(mean_step)} ms, "
+        f"exposed comm {_ms(mean_exposed)} ms/step "
+        f"({_pct(100.0 * mean_exposed / mean_step if mean_step else float('nan'))}% of the step), "
+        f"overlap {_pct(overlap)}%")
+    if comm_total:
+        lines.append(f"worst rank: {int(worst['rank'])} with {_ms(worst['exposed_per_step_ns'])} ms/step exposed"
+                     + (f", most of it {worst['worst_collective']}" if worst["worst_collective"] else ""))
+    else:
+        lines.append("no communication found: nothing to overlap")
+    lines.extend(analysis.diagnoses)
+    return lines
+
+
+def _headline(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
+    t = rank_rows(analysis)
+    # ms columns are per step (means over the rank's steps)
+    header = ["rank", "steps", "step ms", "exposed ms", "exposed %", "overlap %",
+              "compute ms", "idle ms", "worst collective"]
+    rows = []
+    for r in t.itertuples(index=False):
+        n = max(int(r.steps), 1)
+        worst = f"{r.worst_collective} {_ms(r.worst_collective_ns / n)} ms" if r.worst_collective else "-"
+        rows.append([str(r.rank), str(r.steps), _ms(r.step_ns), _ms(r.exposed_per_step_ns),
+                     _pct(r.exposed_comm_pct), _pct(r.overlap_pct), _ms(r.compute_ns / n), _ms(r.idle_ns / n), worst])
+    return header, rows
+
+
+def _breakdown(analysis: Analysis, frame: pd.DataFrame, column: str, top: int = 10) -> tuple[list[str], list[list[str]]]:
+    """Exposed time per key summed over ranks, worst first."""
+    header = [column, "count", "comm ms", "exposed ms", "exposed % of its comm"]
+    if frame.empty:
+        return header, []
+    g = frame.groupby(column, as_index=False, observed=True)[["count", "comm_ns", "exposed_comm_ns"]].sum()
+    g = g[g["comm_ns"] > 0].sort_values("exposed_comm_ns", ascending=False, kind="stable").head(top)
+    rows = [[str(r[0]) or "(none)", str(r[1]), _ms(r[2]), _ms(r[3]), _pct(100.0 * r[3] / r[2] if r[2] else float("nan"))]
+            for r in g.itertuples(index=False)]
+    return header, rows
+
+
+def sections(analysis: Analysis) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) for every table a report shows, in order."""
+    out = [("Exposed communication per rank", *_headline(analysis)),
+           ("Exposed comm by collective (all ranks)", *_breakdown(analysis, analysis.by_collective, "collective")),
+           ("Exposed comm by process group (all ranks)", *_breakdown(analysis, analysis.by_group, "group")),
+           ("Exposed comm by launching scope (all ranks)", *_breakdown(analysis, analysis.by_scope, "scope"))]
+    return [s for s in out if s[2]]
+
+
+def render_rich(analysis: Analysis, console) -> None:
+    from rich.table import Table
+    from rich.markup import escape
+
+    console.print(f"[bold]overlapscope[/bold] {escape(str(analysis.run.get('path')))}  (ms columns: per step)")
+    for title, header, rows in sections(analysis):
+        table = Table(title=title, title_justify="left")
+        for i, h in enumerate(header):
+            table.add_column(h, justify="left" if i == 0 or h.startswith(("worst", "scope", "collective", "group")) else "right")
+        for row in rows:
+            table.add_row(*[escape(c) for c in row])
+        console.print(table)
+    for line in summary_lines(analysis):
+        console.print(escape(line))
+
+
+def render_markdown(analysis: Analysis) -> str:
+    buf = io.StringIO()
+    buf.write(f"# overlapscope: `{analysis.run.get('path')}`\n\n")
+    for line in summary_lines(analysis):
+        buf.write(f"- {_md_escape(line)}\n")
+    for title, header, rows in sections(analysis):
+        buf.write(f"\n## {title}\n\n")
+        buf.write("| " + " | ".join(header) + " |\n")
+        buf.write("|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|\n")
+        for row in rows:
+            buf.write("| " + " | ".join(_md_escape(c) for c in row) + " |\n")
+    return buf.getvalue()
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def render_csv(analysis: Analysis) -> str:
+    """Per rank and step, every overlap column: the shape notebooks and spreadsheets want."""
+    return analysis.steps.to_csv(index=False)
