@@ -16,7 +16,7 @@ from overlapscope.report import gate_baseline as gb
 from overlapscope.report.gate import DEFAULT_METRICS, METRICS, Thresholds, compare
 from overlapscope.report.gate_cli import baseline as baseline_cmd
 from overlapscope.report.gate_cli import check as check_cmd
-from overlapscope.report.gate_stats import _u_cdf, shift
+from overlapscope.report.gate_stats import _mann_whitney_cdf, _signed_rank_cdf, paired_shift, shift
 from overlapscope.report.junit import junit_error_xml, junit_xml
 from overlapscope.report.summary import github_annotations, markdown, publish_github
 
@@ -36,21 +36,47 @@ def test_u_distribution_matches_enumeration():
     counts = np.zeros(n * m + 1)
     for pos in itertools.combinations(range(n + m), n):
         counts[sum(1 for c in pos for b in range(n + m) if b not in pos and c > b)] += 1
-    assert np.allclose(np.cumsum(counts) / math.comb(7, 3), _u_cdf(3, 4))
+    assert np.allclose(np.cumsum(counts) / math.comb(7, 3), _mann_whitney_cdf(3, 4))
 
 
-def test_shift_bounds_exact_for_3_vs_3():
+def test_signed_rank_distribution_matches_enumeration():
+    n = 5
+    counts = np.zeros(n * (n + 1) // 2 + 1)
+    for signs in itertools.product((0, 1), repeat=n):
+        counts[sum(r for r, s in zip(range(1, n + 1), signs) if s)] += 1
+    assert np.allclose(np.cumsum(counts) / 2 ** n, _signed_rank_cdf(n))
+
+
+def test_mann_whitney_bounds_exact_for_3_vs_3():
     s = shift([0.0, 0.5, 1.0], [2.0, 3.0, 4.0], alpha=0.05)
-    # P(U = 0) = 1/20 = alpha: the bound is the smallest pairwise difference, p is exactly 0.05
-    assert (s.estimate, s.lower, s.upper) == (2.5, 1.0, 4.0)
-    assert s.p_value == pytest.approx(0.05)
-    assert not shift([0.0, 0.5, 1.0], [2.0, 3.0, 4.0], alpha=0.04).decidable
+    # P(U = 0) = 1/20 = alpha: the bound is the smallest pairwise difference
+    assert (s.estimate, s.lower, s.upper, s.method) == (2.5, 1.0, 4.0, "mann-whitney")
+    # at alpha 0.04 no rank test can reach: Welch t on means 0.5 vs 3.0 (sds 0.5 and 1)
+    w = shift([0.0, 0.5, 1.0], [2.0, 3.0, 4.0], alpha=0.04)
+    assert w.method == "welch-t" and w.significant and w.lower < 1.0
 
 
-def test_shift_bound_6_vs_6_is_eighth_smallest_difference():
+def test_mann_whitney_bound_6_vs_6_is_eighth_smallest_difference():
     s = shift(BASE6, shifted(BASE6, 8.0), alpha=0.05)
     # differences are 8 + (i - j); P(U <= 7) <= 0.05 < P(U <= 8) for 6 vs 6, so the 8th smallest: 8 - 2
     assert (s.estimate, s.lower, s.upper) == (8.0, 6.0, 10.0)
+
+
+def test_wilcoxon_bound_is_third_smallest_walsh_average_for_6_pairs():
+    d = np.array([1.0, 1.22, 1.92, 2.23, 2.45, 2.52])
+    s = paired_shift(np.zeros(6), d, alpha=0.05)
+    # P(T+ <= 2) = 3/64 <= 0.05 < P(T+ <= 3) = 5/64: the 3rd smallest of the 21 Walsh averages
+    assert s.method == "wilcoxon" and s.lower == pytest.approx(1.22)
+    assert s.estimate == pytest.approx(np.median([(a + b) / 2 for i, a in enumerate(d) for b in d[i:]]))
+
+
+def test_paired_falls_back_to_t_below_five_pairs():
+    s = paired_shift([10.0, 11.0, 19.0], [12.61, 13.67, 23.23], alpha=0.05)
+    assert s.method == "paired-t" and s.significant  # t = 5.98 with 2 df
+    assert paired_shift([10.0, 11.0, 19.0], [10.03, 10.86, 19.10], alpha=0.05).lower < 0
+    assert not paired_shift([1.0], [2.0], alpha=0.05).decidable
+    same = paired_shift(BASE6, BASE6, alpha=0.05)
+    assert (same.estimate, same.lower, same.significant) == (0.0, 0.0, False)
 
 
 def test_shift_large_samples_use_normal_approximation():
@@ -106,15 +132,17 @@ def test_steady_increase_regresses_with_exact_bound_and_names_the_new_collective
     r = result(verdict, "exposed_comm")
     assert verdict.exit_code == 1 and r.status == "regression"
     assert (r.baseline_median, r.current_median) == (12.5 * MS, 20.5 * MS)
-    assert (r.worsening.estimate, r.worsening.lower, r.allowed) == (8 * MS, 6 * MS, 1.25 * MS)
+    # paired by step: every difference is 8 ms, so are the estimate and the bound
+    assert (r.worsening.estimate, r.worsening.lower, r.allowed) == (8 * MS, 8 * MS, 1.25 * MS)
+    assert r.worsening.method == "wilcoxon"
     kinds = {(f.kind, f.key): f for f in r.findings}
     assert kinds[("rank", "0")].significant
     assert kinds[("collective", "all_gather")].delta == 8 * MS
     assert ("collective", "all_reduce") not in kinds  # unchanged: not named
     assert kinds[("scope", "unit.all_gather")].delta == 8 * MS
-    # overlap falls 20 points a step (comm 40 ms): worse by 20, bound 20 - 2 * 2.5
+    # overlap falls 20 points every step (comm 40 ms)
     o = result(verdict, "overlap")
-    assert o.status == "regression" and (o.worsening.estimate, o.worsening.lower) == (20.0, 15.0)
+    assert o.status == "regression" and (o.worsening.estimate, o.worsening.lower) == (20.0, 20.0)
     assert o.allowed == pytest.approx(6.875)
 
 
@@ -124,7 +152,7 @@ def test_per_step_breakdown_decides_each_collective():
     current = make_analysis({0: shifted(BASE6, 8)}, collectives={"all_reduce": {0: BASE6}, "all_gather": {0: [8.0] * 6}},
                             **kw)
     r = result(compare(base, current), "exposed_comm_by_collective")
-    # 2 keys: alpha 0.025 each; P(U <= 5) = 19/924 <= 0.025 < P(U <= 6), so the 6th smallest difference
+    # 2 keys: alpha 0.025 each; P(T+ <= 0) = 1/64 <= 0.025 < P(T+ <= 1): the smallest Walsh average
     assert r.status == "regression"
     assert [(f.key, f.delta, f.significant) for f in r.findings] == [("all_gather", 8 * MS, True)]
     assert r.worsening.lower == 8 * MS
@@ -134,16 +162,25 @@ def test_significant_but_below_threshold_passes():
     base = [10.0, 10.1, 10.2, 10.3, 10.4, 10.5]
     r = result(compare(gb.build_baseline(make_analysis({0: base})), make_analysis({0: shifted(base, 0.5)})),
                "exposed_comm")
-    assert r.worsening.p_value < 0.01 and r.worsening.lower == pytest.approx(0.3 * MS)
+    assert r.worsening.significant and r.worsening.lower == pytest.approx(0.5 * MS)
     assert r.allowed == pytest.approx(1.025 * MS) and r.status == "pass"
 
 
-def test_large_but_noisy_change_passes():
+def test_large_but_noisy_change_passes_when_steps_do_not_pair():
     base = [10.0, 30.0, 10.0, 30.0, 10.0, 30.0]
-    r = result(compare(gb.build_baseline(make_analysis({0: base})), make_analysis({0: shifted(base, 4)})),
-               "exposed_comm")
+    current = make_analysis({0: shifted(base, 4)}, first_step=101)  # other step numbers: unpaired
+    r = result(compare(gb.build_baseline(make_analysis({0: base})), current), "exposed_comm")
+    assert r.worsening.method == "mann-whitney"
     assert r.worsening.estimate == 4 * MS > r.allowed == 2 * MS
     assert r.worsening.lower == -16 * MS and r.status == "pass"
+
+
+def test_large_but_noisy_paired_change_passes():
+    base = [10.0, 30.0, 10.0, 30.0, 10.0, 30.0]
+    current = [b + d for b, d in zip(base, [12.0, -9.0, 8.0, -6.0, 10.0, 7.0])]
+    r = result(compare(gb.build_baseline(make_analysis({0: base})), make_analysis({0: current})), "exposed_comm")
+    # Walsh averages of the differences: median 3 ms > allowed 2 ms, but the bound (3rd smallest) is -6 ms
+    assert (r.worsening.estimate, r.worsening.lower, r.status) == (3 * MS, -6 * MS, "pass")
 
 
 def test_improvement_is_not_a_failure():
@@ -156,9 +193,10 @@ def test_one_rank_regressing_alone_fails_and_is_named():
     base = gb.build_baseline(make_analysis({0: BASE6, 1: BASE6}))
     current = make_analysis({0: BASE6, 1: shifted(BASE6, 8)})
     r = result(compare(base, current), "exposed_comm")
-    # pooled over 24 samples the bound (1 ms) stays under the allowance (1.25 ms)...
-    assert r.worsening.lower == 1 * MS and r.allowed == 1.25 * MS
-    # ...but rank 1 alone is 8 ms worse (alpha 0.025 per rank): it fails and is named
+    # pooled over 12 pairs (six 0 ms, six 8 ms differences): 21 Walsh averages of 0, 36 of 4, 21 of 8;
+    # the bound, the 18th smallest (P(T+ <= 17) <= 0.05 for n = 12), is 0: not significant...
+    assert (r.worsening.estimate, r.worsening.lower) == (4 * MS, 0)
+    # ...but rank 1 alone is 8 ms worse every step (alpha 0.025 per rank): it fails and is named
     assert r.status == "regression" and "rank 1 alone" in r.note
     assert [(f.kind, f.key) for f in r.findings if f.kind == "rank"] == [("rank", "1")]
 
@@ -241,8 +279,8 @@ def test_junit_error_for_unusable_input():
 def test_markdown_summary_escapes_trace_names():
     md = markdown(regressed_verdict())
     assert md.startswith("## overlapscope check: ❌ 2 of 5 metrics regressed")
-    assert "| `exposed_comm` | ❌ regression | 12.500 ms | 20.500 ms | +8.000 ms | +6.000 ms | 1.250 ms |" in md
-    assert "| `overlap` | ❌ regression | 68.8% | 48.8% | -20.0 pp | +15.0 pp | 6.9 pp |" in md
+    assert "| `exposed_comm` | ❌ regression | 12.500 ms | 20.500 ms | +8.000 ms | ≥ +8.000 ms | 1.250 ms |" in md
+    assert "| `overlap` | ❌ regression | 68.8% | 48.8% | -20.0 pp | ≤ -20.0 pp | 6.9 pp |" in md
     assert "collective `a|l<b>` +8.000 ms/step" in md  # a code span: shown, never rendered
 
 

@@ -3,9 +3,10 @@
 A baseline is plain JSON (schema `overlapscope.baseline/1`, no pickle) holding per rank and step
 the overlap numbers, the per-collective/group/scope exposed time, and the run's identity.
 `compare()` decides per metric from the per-step samples: a metric regresses only when the
-one-sided lower confidence bound of its shift (Hodges-Lehmann, exact rank-based bounds, see
-gate_stats) exceeds the threshold — so the change is both significant and larger than the
-thresholds — and then names the ranks, collectives, groups and scopes that moved most.
+shift is significant (its one-sided lower confidence bound is above 0; Hodges-Lehmann with exact
+rank-based bounds, paired by step when both runs have the same steps, see gate_stats) and its
+estimate is larger than the thresholds; then it names the ranks, collectives, groups and scopes that
+moved most.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pandas as pd
 from overlapscope.analysis.result import Analysis
 from overlapscope.errors import OverlapscopeError
 from overlapscope.report import gate_baseline as gb
-from overlapscope.report.gate_stats import Shift, shift
+from overlapscope.report.gate_stats import Shift, paired_shift, shift
 
 _NS_PER_MS = 1_000_000
 
@@ -152,9 +153,18 @@ def compare(baseline: dict[str, Any], current: Analysis | dict[str, Any], thresh
     return Verdict(tuple(results), thresholds, baseline.get("run", {}), current_doc.get("run", {}), tuple(warnings))
 
 
-def _worsening(metric: Metric, base: np.ndarray, cur: np.ndarray, alpha: float) -> Shift:
+def _worsening(metric: Metric, base: np.ndarray, cur: np.ndarray, alpha: float, paired: bool) -> Shift:
     # Flip the sign of "smaller is worse" metrics so every bound below reads "positive = worse".
-    return shift(base * metric.worse, cur * metric.worse, alpha)
+    test = paired_shift if paired else shift
+    return test(np.asarray(base, np.float64) * metric.worse, np.asarray(cur, np.float64) * metric.worse, alpha)
+
+
+def _aligned(base: pd.DataFrame, cur: pd.DataFrame, units: list[str]) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Values of both runs, matched unit by unit (rank, step) when both have exactly the same units."""
+    b, c = base.set_index(units)["value"], cur.set_index(units)["value"]
+    if b.index.is_unique and c.index.is_unique and b.index.sort_values().equals(c.index.sort_values()):
+        return b.sort_index().to_numpy(), c.reindex(b.sort_index().index).to_numpy(), True
+    return b.to_numpy(), c.to_numpy(), False
 
 
 def _median(values: np.ndarray) -> float:
@@ -162,12 +172,17 @@ def _median(values: np.ndarray) -> float:
     return float(np.median(values)) if values.size else math.nan
 
 
+def _regressed(worse: Shift, allowed: float) -> bool:
+    """Both significant (lower bound above 0) and larger than the allowance (the estimate above it)."""
+    return worse.decidable and worse.lower > 0 and worse.estimate > allowed
+
+
 def _status(worse: Shift, allowed: float) -> str:
     if not worse.decidable:
         return "undecided"
-    if worse.lower > allowed:
+    if _regressed(worse, allowed):
         return "regression"
-    if worse.upper < -allowed:
+    if worse.upper < 0 and worse.estimate < -allowed:
         return "improved"
     return "pass"
 
@@ -178,7 +193,8 @@ def _judge_steps(metric: Metric, baseline: dict, current: dict, th: Thresholds) 
     cur = gb.step_samples(current, metric.column)
     b_med, c_med = _median(base["value"].to_numpy()), _median(cur["value"].to_numpy())
     allowed = th.allowed(metric, b_med)
-    worse = _worsening(metric, base["value"].to_numpy(), cur["value"].to_numpy(), th.alpha)
+    b_values, c_values, paired = _aligned(base, cur, ["rank", "step"])
+    worse = _worsening(metric, b_values, c_values, th.alpha, paired)
     status = _status(worse, allowed)
     note = "" if worse.decidable else f"too few samples ({worse.n_baseline} vs {worse.n_current}) to decide"
     if base.empty and cur.empty:
@@ -201,12 +217,11 @@ def _rank_findings(metric: Metric, base: pd.DataFrame, cur: pd.DataFrame, th: Th
     rows = []
     n_ranks = max(cur["rank"].nunique(), 1)
     for rank, cur_rank in cur.groupby("rank"):
-        b = base.loc[base["rank"] == rank, "value"].to_numpy()
-        c = cur_rank["value"].to_numpy()
-        worse = _worsening(metric, b, c, th.alpha / n_ranks)
+        b, c, paired = _aligned(base[base["rank"] == rank], cur_rank, ["step"])
+        worse = _worsening(metric, b, c, th.alpha / n_ranks, paired)
         b_med = _median(b)
         rows.append(Finding("rank", str(rank), b_med, _median(c), worse.estimate,
-                            worse.decidable and worse.lower > th.allowed(metric, b_med)))
+                            _regressed(worse, th.allowed(metric, b_med))))
     significant = [f for f in rows if f.significant]
     if significant:
         return tuple(sorted(significant, key=lambda f: -f.delta))
@@ -223,17 +238,23 @@ def _key_findings(metric: Metric, baseline: dict, current: dict, th: Thresholds,
         base, cur = gb.key_matrices(baseline, current, section, metric.attribute)
         if base.empty and cur.empty:
             continue
+        paired = base.index.equals(cur.index)
         rows = []
         for key in base.columns:
             b, c = base[key].to_numpy(), cur[key].to_numpy()
-            worse = shift(b, c, th.alpha)
+            worse = paired_shift(b, c, th.alpha) if paired else shift(b, c, th.alpha)
             b_med = _median(b)
             allowed = th.allowed(METRICS["exposed_comm"], b_med)
+            if kind == "group" and not str(key):
+                continue  # an unknown process group names nothing
             if math.isfinite(worse.estimate) and float(np.mean(c)) > float(np.mean(b)):
                 rows.append(Finding(kind, str(key), b_med, _median(c), float(np.mean(c) - np.mean(b)),
-                                    worse.decidable and worse.lower > allowed))
+                                    _regressed(worse, allowed)))
         rows.sort(key=lambda f: (-f.significant, -f.delta))
-        found.extend(rows[:top])
+        # Name what explains the change, not every key that moved a hair: significant ones, and
+        # the others down to a fifth of the largest increase.
+        cut = 0.2 * max((f.delta for f in rows), default=0.0)
+        found.extend([f for f in rows if f.significant or f.delta >= cut][:top])
     return tuple(found)
 
 
@@ -241,19 +262,20 @@ def _judge_breakdown(metric: Metric, baseline: dict, current: dict, th: Threshol
     """Every key of a breakdown is its own test; Bonferroni keeps the family's false alarms at alpha."""
     base, cur = gb.key_matrices(baseline, current, metric.section, metric.column)
     kind = gb.BREAKDOWNS[metric.section]
-    empty = Shift(math.nan, -math.inf, math.inf, 1.0, len(base), len(cur))
+    empty = Shift(math.nan, -math.inf, math.inf, "none", len(base), len(cur))
     if base.columns.empty:
         return MetricResult(metric, "undecided", math.nan, math.nan, empty, math.nan,
                             note=f"no {metric.section} data in either run")
     alpha = th.alpha / len(base.columns)
+    paired = base.index.equals(cur.index)
     findings, decidable, worst = [], False, None
     for key in base.columns:
         b, c = base[key].to_numpy(), cur[key].to_numpy()
-        worse = shift(b, c, alpha)
+        worse = paired_shift(b, c, alpha) if paired else shift(b, c, alpha)
         b_med = _median(b)
         allowed = th.allowed(metric, b_med)
         decidable |= worse.decidable
-        regressed = worse.decidable and worse.lower > allowed
+        regressed = _regressed(worse, allowed)
         if regressed:
             findings.append(Finding(kind, str(key), b_med, _median(c), worse.estimate, True))
         if worst is None or (math.isfinite(worse.estimate) and worse.estimate > worst[1].estimate):

@@ -118,13 +118,12 @@ def step_frame(doc: dict[str, Any]) -> pd.DataFrame:
 
 
 def step_samples(doc: dict[str, Any], column: str) -> pd.DataFrame:
-    """rank, step, value for one step column; undefined values (NaN) dropped."""
+    """rank, step, value for one step column; undefined values stay NaN (the tests skip them)."""
     steps = step_frame(doc)
     if column not in steps.columns:
-        return pd.DataFrame({"rank": [], "step": [], "value": []})
-    out = pd.DataFrame({"rank": steps["rank"], "step": steps["step"],
-                        "value": steps[column].to_numpy(np.float64)})
-    return out[np.isfinite(out["value"].to_numpy())].reset_index(drop=True)
+        return pd.DataFrame({"rank": pd.Series([], dtype=np.int64), "step": pd.Series([], dtype=np.int64),
+                             "value": pd.Series([], dtype=np.float64)})
+    return pd.DataFrame({"rank": steps["rank"], "step": steps["step"], "value": steps[column].to_numpy(np.float64)})
 
 
 def key_matrices(baseline: dict[str, Any], current: dict[str, Any], section: str,

@@ -7,7 +7,7 @@ snapshot of a run, so two archived runs can be compared without their traces).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -19,14 +19,25 @@ from overlapscope.report.summary import (error_annotation, error_markdown, githu
                                          publish_github, text_report)
 
 
-def run_document(path: str | Path) -> dict[str, Any]:
+def run_document(path: str | Path, *, step_pattern: str | None = None,
+                 comm_patterns: tuple[str, ...] = ()) -> dict[str, Any]:
     """The baseline-shaped record of a run: analyzed from traces, or read back from a baseline JSON."""
     path = Path(path)
     if path.is_file() and path.suffix == ".json" and _is_baseline(path):
         return gb.load_baseline(path)
     from overlapscope import analyze, load_run  # the core's entry points; imported late, they are heavy
+    from overlapscope.ingest.steps import DEFAULT_STEP_PATTERN
 
-    return gb.build_baseline(analyze(load_run(path)))
+    run = load_run(path, step_pattern=step_pattern or DEFAULT_STEP_PATTERN, comm_patterns=tuple(comm_patterns))
+    return gb.build_baseline(analyze(run))
+
+
+def _run_options(func: Callable) -> Callable:
+    func = click.option("--step-pattern", default=None, metavar="REGEX",
+                        help="Names of step ranges (default: ProfilerStep#N or 'step N').")(func)
+    func = click.option("--comm-pattern", "comm_patterns", multiple=True, metavar="REGEX",
+                        help="Extra kernel-name pattern that counts as communication (repeatable).")(func)
+    return func
 
 
 def _is_baseline(path: Path) -> bool:
@@ -39,10 +50,11 @@ def _is_baseline(path: Path) -> bool:
 @click.argument("run", type=click.Path(exists=True))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="Baseline JSON to write (replaced atomically).")
-def baseline(run: str, output: str) -> None:
+@_run_options
+def baseline(run: str, output: str, step_pattern: str | None, comm_patterns: tuple[str, ...]) -> None:
     """Record RUN's per-step exposed communication, overlap and step time as a baseline for `check`."""
     try:
-        doc = run_document(run)
+        doc = run_document(run, step_pattern=step_pattern, comm_patterns=comm_patterns)
         steps = gb.step_frame(doc)
         if steps.empty or (steps["step"] < 0).all():
             raise OverlapscopeError("no steps (no ProfilerStep#N or 'step N' ranges): a baseline needs per-step "
@@ -69,14 +81,17 @@ def baseline(run: str, output: str) -> None:
               help="One-sided significance level.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML here.")
 @click.option("--summary", "summary_path", type=click.Path(dir_okay=False), help="Write a markdown summary here.")
+@_run_options
 def check(run: str, baseline_path: str, metrics: tuple[str, ...], max_increase_pct: float, min_increase_ms: float,
-          min_increase_points: float, alpha: float, junit_path: str | None, summary_path: str | None) -> None:
+          min_increase_points: float, alpha: float, junit_path: str | None, summary_path: str | None,
+          step_pattern: str | None, comm_patterns: tuple[str, ...]) -> None:
     """Compare RUN with a baseline: exit 0 pass, 1 regression, 2 unusable input."""
     try:
         thresholds = Thresholds(max_increase_pct=max_increase_pct, min_increase_ms=min_increase_ms,
                                 min_increase_points=min_increase_points, alpha=alpha)
         base = gb.load_baseline(baseline_path)
-        verdict = compare(base, run_document(run), thresholds, metrics or DEFAULT_METRICS)
+        current = run_document(run, step_pattern=step_pattern, comm_patterns=comm_patterns)
+        verdict = compare(base, current, thresholds, metrics or DEFAULT_METRICS)
     except OverlapscopeError as exc:
         message = str(exc)
         if junit_path:

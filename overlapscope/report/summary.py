@@ -28,26 +28,40 @@ def _relative(result: MetricResult) -> str:
     est = result.worsening.estimate
     if not (math.isfinite(base) and math.isfinite(est)) or base == 0:
         return ""
-    return f" ({100.0 * est / abs(base):+.1f}%)"
+    return f"{100.0 * est * result.metric.worse / abs(base):+.1f}%; "
+
+
+def key_text(f: Finding) -> str:
+    return f.key if f.key else f"(no {f.kind})"
 
 
 def finding_text(f: Finding, unit: str = "ns") -> str:
-    return f"{f.kind} {f.key} {fmt(f.delta, unit, signed=True)}/step" + ("" if f.significant else " (largest)")
+    return f"{f.kind} {key_text(f)} {fmt(f.delta, unit, signed=True)}/step"
+
+
+def change_text(result: MetricResult, alpha: float) -> str:
+    """The change in the metric's own direction, with its one-sided bound on the worse side."""
+    m, w = result.metric, result.worsening
+    conf = f"{100 * (1 - alpha):g}%"
+    change = fmt(w.estimate * m.worse, m.unit, signed=True)
+    bound = f"at {'least' if m.worse > 0 else 'most'} {fmt(w.lower * m.worse, m.unit, signed=True)}"
+    paired = {"wilcoxon": ", paired by step", "paired-t": ", paired by step, t"}.get(w.method, "")
+    return f"{change} per step ({_relative(result)}{conf}: {bound}{paired})"
 
 
 def describe(result: MetricResult, alpha: float) -> str:
     """One line: what moved, by how much, whether that is beyond noise and thresholds, and where."""
-    m, w = result.metric, result.worsening
-    conf = f"{100 * (1 - alpha):g}%"
+    m = result.metric
     if result.note and result.status == "undecided":
         return f"{m.name} undecided: {result.note}"
     head = {"regression": "REGRESSED", "pass": "ok", "improved": "improved", "undecided": "undecided"}[result.status]
-    worse_word = "worse" if m.worse > 0 else "worse (lower)"
-    line = (f"{m.name} {head}: {fmt(w.estimate, m.unit, signed=True)} {worse_word} per step{_relative(result)}, "
-            f"median {fmt(result.baseline_median, m.unit)} -> {fmt(result.current_median, m.unit)}"
-            if m.section == "steps" else
-            f"{m.name} {head}: worst key moved {fmt(w.estimate, m.unit, signed=True)} per step")
-    line += f"; {conf} lower bound {fmt(w.lower, m.unit, signed=True)} vs allowed {fmt(result.allowed, m.unit, delta=True)}"
+    line = f"{m.name} {head}: {change_text(result, alpha)}, allowed worsening {fmt(result.allowed, m.unit, delta=True)}"
+    if m.section == "steps":
+        line += f"; median {fmt(result.baseline_median, m.unit)} -> {fmt(result.current_median, m.unit)}"
+    else:
+        line += " (the key that moved most)"
+    if result.note:
+        line += f"; {result.note}"
     if result.findings:
         unit = "ns" if m.section != "steps" or m.attribute else m.unit
         parts = [finding_text(f, m.unit if f.kind == "rank" else unit) for f in result.findings]
@@ -85,11 +99,12 @@ def markdown(verdict: Verdict) -> str:
         f"{md_code(verdict.current_run.get('path', '?'))} · world size "
         f"{md_escape(verdict.current_run.get('world_size', '?'))}",
         "",
-        f"A metric fails when it is worse by more than {th.max_increase_pct:g}% of its baseline median and by more "
-        f"than {th.min_increase_ms:g} ms per step ({th.min_increase_points:g} points for percentages), with "
-        f"{conf} confidence (one-sided Hodges-Lehmann bound over per-step samples).",
+        f"A metric fails when its change per step is significant ({conf} one-sided bound on the worse side, "
+        f"Hodges-Lehmann over per-step samples, paired by step when both runs have the same steps) and worse by more "
+        f"than {th.max_increase_pct:g}% of its baseline median and more than {th.min_increase_ms:g} ms "
+        f"({th.min_increase_points:g} points for percentages).",
         "",
-        "| metric | status | baseline median | this run | change per step | worse by at least | allowed |",
+        f"| metric | status | baseline median | this run | change per step | {conf} bound | allowed worsening |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in verdict.results:
@@ -97,13 +112,14 @@ def markdown(verdict: Verdict) -> str:
         name = md_code(m.name) + ("" if m.section == "steps" else " (worst key)")
         out.append(f"| {name} | {_STATUS[r.status]} | {fmt(r.baseline_median, m.unit)} | "
                    f"{fmt(r.current_median, m.unit)} | {fmt(w.estimate * m.worse, m.unit, signed=True)} | "
-                   f"{fmt(w.lower, m.unit, signed=True)} | {fmt(r.allowed, m.unit, delta=True)} |")
+                   f"{'≥' if m.worse > 0 else '≤'} {fmt(w.lower * m.worse, m.unit, signed=True)} | "
+                   f"{fmt(r.allowed, m.unit, delta=True)} |")
     details = [r for r in verdict.results if r.findings or r.note]
     if details:
         out += ["", "### Details"]
         for r in details:
             unit = r.metric.unit if r.metric.section == "steps" and not r.metric.attribute else "ns"
-            items = [f"{f.kind} {md_code(f.key)} {fmt(f.delta, r.metric.unit if f.kind == 'rank' else unit, signed=True)}"
+            items = [f"{f.kind} {md_code(key_text(f))} {fmt(f.delta, r.metric.unit if f.kind == 'rank' else unit, signed=True)}"
                      f"/step{'' if f.significant else ' (largest, not significant alone)'}" for f in r.findings]
             text = "; ".join(items) if items else md_escape(r.note)
             out.append(f"- **{r.metric.title}** ({md_code(r.metric.name)}): {text}")
