@@ -1,0 +1,91 @@
+"""The gate on real GPU traces: 30% slower NCCL kernels fail and name the collective; noise passes."""
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mutate_trace import mutate_file
+from overlapscope.cli import main
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+TRACES = {
+    "control": SHARED / "traces/kineto-gpu/trace_diff_control/control.json.gz",
+    "nccl": SHARED / "traces/kineto-gpu/nccl_parser_config/nccl_data.json.gz",
+}
+# The collective that carries most of each trace's exposed communication (traces/README.md).
+MAIN_COLLECTIVE = {"control": "send_recv", "nccl": "all_reduce"}
+
+pytestmark = pytest.mark.skipif(not all(p.is_file() for p in TRACES.values()), reason="shared traces absent")
+
+
+@pytest.fixture(scope="module", params=sorted(TRACES))
+def case(request, tmp_path_factory):
+    """Baseline of the original trace, and variants written to tmp (the shared trace is only read)."""
+    name = request.param
+    src = TRACES[name]
+    tmp = tmp_path_factory.mktemp(name)
+    base = tmp / "base.json"
+    out = CliRunner().invoke(main, ["baseline", str(src), "-o", str(base)])
+    assert out.exit_code == 0, out.output
+    variants = {
+        "stretch30": mutate_file(src, tmp / "stretch30.json.gz", stretch_comm_pct=30),
+        "jitter2": mutate_file(src, tmp / "jitter2.json.gz", jitter_pct=2, seed=1),
+        "stretch30_jitter2": mutate_file(src, tmp / "stretch30_jitter2.json.gz", stretch_comm_pct=30, jitter_pct=2,
+                                         seed=2),
+    }
+    return name, src, base, variants, tmp
+
+
+def check(run: Path, base: Path, *extra: str):
+    return CliRunner().invoke(main, ["check", str(run), "--baseline", str(base), *extra])
+
+
+def test_baseline_file_holds_per_step_samples(case):
+    name, _, base, _, _ = case
+    doc = json.loads(base.read_text())
+    assert doc["schema"] == "overlapscope.baseline/1"
+    assert len(doc["steps"]["step"]) == {"control": 6, "nccl": 3}[name]
+    assert doc["run"]["world_size"] == {"control": 8, "nccl": 2}[name]
+    # the reference totals of traces/README.md, summed back from the stored steps
+    total = {"control": 87_921_000, "nccl": 39_559_468}[name]
+    assert abs(sum(doc["steps"]["exposed_comm_ns"]) - total) <= 1_000
+
+
+def test_same_trace_passes(case):
+    _, src, base, _, _ = case
+    out = check(src, base)
+    assert out.exit_code == 0, out.output
+    assert "exposed_comm ok: +0.000 ms per step" in out.output
+
+
+@pytest.mark.parametrize("variant", ["stretch30", "stretch30_jitter2"])
+def test_nccl_kernels_30pct_slower_fail_and_name_the_collective(case, variant):
+    name, _, base, variants, tmp = case
+    junit = tmp / f"{variant}.xml"
+    summary = tmp / f"{variant}.md"
+    out = check(variants[variant], base, "--junit", str(junit), "--summary", str(summary))
+    assert out.exit_code == 1, out.output
+    line = next(l for l in out.output.splitlines() if l.startswith("exposed_comm REGRESSED"))
+    assert f"collective {MAIN_COLLECTIVE[name]} +" in line
+    failed = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase") if c.find("failure") is not None]
+    assert failed == ["exposed_comm"]
+    assert f"collective `{MAIN_COLLECTIVE[name]}`" in summary.read_text()
+
+
+def test_two_percent_jitter_on_every_kernel_passes(case):
+    _, _, base, variants, _ = case
+    out = check(variants["jitter2"], base)
+    assert out.exit_code == 0, out.output
+
+
+def test_other_world_size_is_unusable(case):
+    name, _, base, _, tmp = case
+    other = TRACES["nccl" if name == "control" else "control"]
+    out = check(other, base)
+    assert out.exit_code == 2
+    assert "world size" in out.output and "but the baseline has" in out.output
+    assert len(out.output.strip().splitlines()) == 1
