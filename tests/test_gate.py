@@ -353,3 +353,40 @@ def test_cli_baseline_refuses_runs_without_steps(tmp_path):
 
 def test_every_metric_has_a_known_section():
     assert {m.section for m in METRICS.values()} <= {"steps"} | set(gb.BREAKDOWNS)
+
+
+# --- the CI examples only use options that exist ----------------------------------------------
+
+def _strings(node):
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _strings(value)
+
+
+def test_ci_examples_use_real_check_and_baseline_options(tmp_path, monkeypatch):
+    import shlex
+    from pathlib import Path
+
+    import yaml
+
+    examples = Path(__file__).resolve().parents[1] / "examples" / "ci"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run").mkdir()
+    commands = {"check": check_cmd, "baseline": baseline_cmd}
+    seen = set()
+    for name in ("github-actions.yml", "gitlab-ci.yml"):
+        for text in _strings(yaml.safe_load((examples / name).read_text())):
+            for line in text.replace("\\\n", " ").splitlines():
+                for sub, cmd in commands.items():
+                    marker = f"overlapscope {sub} "
+                    if marker in line:
+                        args = [a.replace("$BASELINE", "ci/base.json")
+                                for a in shlex.split(line.split(marker, 1)[1])]
+                        cmd.make_context(sub, args)  # raises on an unknown option or a bad value
+                        seen.add((name, sub))
+    assert seen == {(n, s) for n in ("github-actions.yml", "gitlab-ci.yml") for s in ("check", "baseline")}
