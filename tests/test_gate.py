@@ -247,8 +247,11 @@ def test_missing_and_extra_ranks():
 
 
 def test_identity_differences_warn():
-    verdict = compare(base_doc(model="fsdp2"), make_analysis({0: BASE6}, model="ddp"))
-    assert verdict.warnings == ("model differs: baseline 'fsdp2', this run 'ddp'",)
+    base = base_doc(backend="nccl", manifest={"layout": {"parallel": "fsdp2", "prefetch": "1"}, "torch_version": "2.13"})
+    current = make_analysis({0: BASE6}, backend="gloo",
+                            manifest={"layout": {"parallel": "fsdp2", "prefetch": "none"}, "torch_version": "2.13"})
+    assert compare(base, current).warnings == ("backend differs: baseline 'nccl', this run 'gloo'",
+                                               "layout.prefetch differs: baseline '1', this run 'none'")
 
 
 # --- JUnit, markdown, GitHub ------------------------------------------------------------------

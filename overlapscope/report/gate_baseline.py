@@ -25,11 +25,10 @@ STEP_COLUMNS = (
 )
 BREAKDOWNS: dict[str, str] = {"by_collective": "collective", "by_group": "group", "by_scope": "scope"}
 BREAKDOWN_VALUES = ("count", "comm_ns", "exposed_comm_ns")
-# Run identity fields whose difference makes a comparison suspect (warned about, not refused).
-IDENTITY_KEYS = (
-    "device", "device_name", "backend", "layout", "parallelism", "model", "config", "torch_version",
-    "nccl_version", "cuda_version", "hostname_count", "nodes",
-)
+# Run identity fields whose difference makes a comparison suspect (warned about, not refused):
+# in the run dict analyze() returns, and in the run manifest `overlapscope profile` writes.
+IDENTITY_KEYS = ("device", "device_name", "backend")
+MANIFEST_KEYS = ("layout", "model", "config", "torch_version", "nccl_version", "cuda_version", "mode")
 
 
 def build_baseline(analysis: Analysis) -> dict[str, Any]:
@@ -106,11 +105,23 @@ def check_compatible(baseline: dict[str, Any], current: dict[str, Any]) -> list[
     if cur_ranks - base_ranks:
         raise OverlapscopeError(f"ranks {_ranks(cur_ranks - base_ranks)} are not in the baseline (it has ranks "
                                 f"{_ranks(base_ranks)})", where)
-    warnings = []
-    for key in IDENTITY_KEYS:
-        if key in cur_run and key in base_run and cur_run[key] != base_run[key]:
-            warnings.append(f"{key} differs: baseline {base_run[key]!r}, this run {cur_run[key]!r}")
-    return warnings
+    return identity_differences(base_run, cur_run)
+
+
+def identity_differences(base_run: dict[str, Any], cur_run: dict[str, Any]) -> list[str]:
+    """One line per identity field both runs record with different values (dicts: per sub-key)."""
+    pairs = [(k, base_run.get(k), cur_run.get(k)) for k in IDENTITY_KEYS]
+    base_m, cur_m = base_run.get("manifest") or {}, cur_run.get("manifest") or {}
+    pairs += [(k, base_m.get(k), cur_m.get(k)) for k in MANIFEST_KEYS]
+    out = []
+    for key, old, new in pairs:
+        if isinstance(old, dict) and isinstance(new, dict):
+            pairs_sub = [(f"{key}.{k}", old.get(k), new.get(k)) for k in sorted(old.keys() | new.keys(), key=str)]
+        else:
+            pairs_sub = [(key, old, new)]
+        out += [f"{name} differs: baseline {a!r}, this run {b!r}" for name, a, b in pairs_sub
+                if a is not None and b is not None and a != b]
+    return out
 
 
 def step_frame(doc: dict[str, Any]) -> pd.DataFrame:

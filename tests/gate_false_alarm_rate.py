@@ -1,0 +1,58 @@
+"""Measure the gate on repeated runs: false alarms among runs of one configuration, detections of a change.
+
+    python tests/gate_false_alarm_rate.py --same runs/pf1_* [--changed runs/none_*] [--metric ...]
+
+Every `--same` run becomes a baseline and every other `--same` run is checked against it (n(n-1)
+ordered pairs): each failure is a false alarm. Each `--changed` run is checked against every
+`--same` baseline: each pass is a missed regression. Prints one line per pair and the rates.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from overlapscope import analyze, load_run
+from overlapscope.report.gate import DEFAULT_METRICS, Thresholds, compare
+from overlapscope.report.gate_baseline import build_baseline
+
+
+def verdict_line(name: str, verdict) -> str:
+    parts = [f"{r.metric.name}={r.status}" for r in verdict.results]
+    return f"{name}: {'FAIL' if verdict.regressions else 'pass'} " + " ".join(parts)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--same", nargs="+", type=Path, required=True)
+    ap.add_argument("--changed", nargs="*", type=Path, default=[])
+    ap.add_argument("--metric", action="append", default=None)
+    ap.add_argument("--max-increase", type=float, default=Thresholds.max_increase_pct)
+    ap.add_argument("--min-increase-ms", type=float, default=Thresholds.min_increase_ms)
+    a = ap.parse_args()
+    metrics = tuple(a.metric or DEFAULT_METRICS)
+    th = Thresholds(max_increase_pct=a.max_increase, min_increase_ms=a.min_increase_ms)
+    docs = {p.name: build_baseline(analyze(load_run(p))) for p in a.same + a.changed}
+    same = [p.name for p in a.same]
+    alarms = pairs = 0
+    for base in same:
+        for cur in same:
+            if cur == base:
+                continue
+            v = compare(docs[base], docs[cur], th, metrics)
+            pairs += 1
+            alarms += bool(v.regressions)
+            print(verdict_line(f"{cur} vs baseline {base}", v))
+    print(f"false alarms: {alarms} of {pairs} ordered pairs ({100.0 * alarms / max(pairs, 1):.1f}%)")
+    if a.changed:
+        caught = total = 0
+        for cur in (p.name for p in a.changed):
+            for base in same:
+                v = compare(docs[base], docs[cur], th, metrics)
+                total += 1
+                caught += bool(v.regressions)
+                print(verdict_line(f"{cur} vs baseline {base}", v))
+        print(f"detected: {caught} of {total} changed-vs-baseline pairs ({100.0 * caught / max(total, 1):.1f}%)")
+
+
+if __name__ == "__main__":
+    main()
