@@ -13,7 +13,7 @@ from pathlib import Path
 
 from overlapscope import analyze, load_run
 from overlapscope.report.gate import DEFAULT_METRICS, Thresholds, compare
-from overlapscope.report.gate_baseline import build_baseline
+from overlapscope.report.gate_baseline import build_baseline, combine
 
 
 def verdict_line(name: str, verdict) -> str:
@@ -28,21 +28,30 @@ def main() -> None:
     ap.add_argument("--metric", action="append", default=None)
     ap.add_argument("--max-increase", type=float, default=Thresholds.max_increase_pct)
     ap.add_argument("--min-increase-ms", type=float, default=Thresholds.min_increase_ms)
+    ap.add_argument("--noise-factor", type=float, default=Thresholds.noise_factor)
+    ap.add_argument("--baseline-runs", type=int, default=1,
+                    help="runs per baseline: disjoint consecutive groups of --same runs")
     a = ap.parse_args()
     metrics = tuple(a.metric or DEFAULT_METRICS)
-    th = Thresholds(max_increase_pct=a.max_increase, min_increase_ms=a.min_increase_ms)
+    th = Thresholds(max_increase_pct=a.max_increase, min_increase_ms=a.min_increase_ms, noise_factor=a.noise_factor)
     docs = {p.name: build_baseline(analyze(load_run(p))) for p in a.same + a.changed}
-    same = [p.name for p in a.same]
+    names = [p.name for p in a.same]
+    k = a.baseline_runs
+    groups = [tuple(names[i:i + k]) for i in range(0, len(names) - k + 1, k)]
+    for group in groups:
+        docs["+".join(group)] = combine([docs[n] for n in group])
+    same = ["+".join(g) for g in groups]
     alarms = pairs = 0
-    for base in same:
-        for cur in same:
-            if cur == base:
+    for base, group in zip(same, groups):
+        for cur in names:
+            if cur in group:
                 continue
             v = compare(docs[base], docs[cur], th, metrics)
             pairs += 1
             alarms += bool(v.regressions)
             print(verdict_line(f"{cur} vs baseline {base}", v))
-    print(f"false alarms: {alarms} of {pairs} ordered pairs ({100.0 * alarms / max(pairs, 1):.1f}%)")
+    print(f"false alarms: {alarms} of {pairs} run-vs-baseline pairs ({100.0 * alarms / max(pairs, 1):.1f}%), "
+          f"{k} run(s) per baseline")
     if a.changed:
         caught = total = 0
         for cur in (p.name for p in a.changed):

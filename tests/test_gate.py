@@ -379,7 +379,8 @@ def test_ci_examples_use_real_check_and_baseline_options(tmp_path, monkeypatch):
 
     examples = Path(__file__).resolve().parents[1] / "examples" / "ci"
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "run").mkdir()
+    for name in ("run", "run2", "run3"):
+        (tmp_path / name).mkdir()
     commands = {"check": check_cmd, "baseline": baseline_cmd}
     seen = set()
     for name in ("github-actions.yml", "gitlab-ci.yml"):
@@ -393,3 +394,44 @@ def test_ci_examples_use_real_check_and_baseline_options(tmp_path, monkeypatch):
                         cmd.make_context(sub, args)  # raises on an unknown option or a bad value
                         seen.add((name, sub))
     assert seen == {(n, s) for n in ("github-actions.yml", "gitlab-ci.yml") for s in ("check", "baseline")}
+
+
+# --- baselines of several runs ----------------------------------------------------------------
+
+def test_combined_baseline_splits_back_into_its_runs():
+    docs = [gb.build_baseline(make_analysis({0: shifted(BASE6, d), 1: BASE6}, path=f"r{d}")) for d in (0, 2, 4)]
+    combined = gb.combine(docs)
+    assert combined["steps"]["run"] == [0] * 12 + [1] * 12 + [2] * 12
+    assert [r["path"] for r in combined["runs"]] == ["r0", "r2", "r4"]
+    assert gb.split_runs(combined) == docs
+    assert gb.split_runs(docs[0]) == [docs[0]]
+    with pytest.raises(OverlapscopeError, match="world size 8, but the first run has 2"):
+        gb.combine(docs[:1] + [gb.build_baseline(make_analysis({0: BASE6, 1: BASE6}, world_size=8))])
+
+
+def test_run_to_run_noise_of_the_baseline_runs_is_allowed():
+    runs = [gb.build_baseline(make_analysis({0: shifted(BASE6, d)})) for d in (0, 2)]
+    base = gb.combine(runs)
+    # typical step = median of the two runs = BASE6 + 1; each run strays 2 ms from the other: noise 2 x 1.5
+    r = result(compare(base, make_analysis({0: shifted(BASE6, 3)}), metrics=["exposed_comm"]), "exposed_comm")
+    assert (r.worsening.estimate, r.worsening.lower, r.noise, r.allowed) == (2 * MS, 2 * MS, 3 * MS, 3 * MS)
+    assert r.status == "pass"
+    r = result(compare(base, make_analysis({0: shifted(BASE6, 5)}), metrics=["exposed_comm"]), "exposed_comm")
+    assert (r.worsening.estimate, r.status) == (4 * MS, "regression")
+    from overlapscope.report.summary import describe
+    assert "allowed worsening 3.000 ms (the baseline runs' own run-to-run noise)" in describe(r, 0.05)
+    # without the noise allowance the same +2 ms would fail (floor 1.35 ms)
+    strict = Thresholds(noise_factor=0.0)
+    r = result(compare(base, make_analysis({0: shifted(BASE6, 3)}), strict, ["exposed_comm"]), "exposed_comm")
+    assert (r.allowed, r.status) == (1.35 * MS, "regression")
+
+
+def test_cli_baseline_of_several_runs(tmp_path):
+    recs = [write(gb.build_baseline(make_analysis({0: shifted(BASE6, d)}, path=f"r{d}")), tmp_path / f"r{d}.json")
+            for d in (0, 2)]
+    out = CliRunner().invoke(baseline_cmd, [*recs, "-o", str(tmp_path / "b.json")])
+    assert out.exit_code == 0 and "(2 runs, 1 ranks, 6 steps)" in out.output
+    doc = gb.load_baseline(tmp_path / "b.json")
+    assert len(doc["runs"]) == 2 and doc["steps"]["run"] == [0] * 6 + [1] * 6
+    ok = CliRunner().invoke(check_cmd, [recs[1], "--baseline", str(tmp_path / "b.json"), "--metric", "exposed_comm"])
+    assert ok.exit_code == 0, ok.output

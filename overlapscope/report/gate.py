@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from functools import partial
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -68,9 +69,12 @@ class Thresholds:
     """Worsening allowed for percentage metrics (overlap, exposed share), in percentage points."""
     alpha: float = 0.05
     """One-sided significance level: the lower confidence bound of the shift is at 1 - alpha."""
+    noise_factor: float = 1.5
+    """With a baseline of several runs, the allowance is at least this times the largest shift of one
+    baseline run against the others: how far an unchanged run strays on this machine."""
 
     def __post_init__(self) -> None:
-        for name in ("max_increase_pct", "min_increase_ms", "min_increase_points"):
+        for name in ("max_increase_pct", "min_increase_ms", "min_increase_points", "noise_factor"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise OverlapscopeError(f"{name.replace('_', '-')} must be a finite number >= 0, got {value}")
@@ -111,6 +115,8 @@ class MetricResult:
     allowed: float
     findings: tuple[Finding, ...] = ()
     note: str = ""
+    noise: float = 0.0
+    """Run-to-run noise the baseline's own runs show (0 for a one-run baseline), times noise_factor."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,7 @@ class Verdict:
     baseline_run: dict[str, Any]
     current_run: dict[str, Any]
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    baseline_runs: int = 1
 
     @property
     def regressions(self) -> tuple[MetricResult, ...]:
@@ -136,35 +143,67 @@ class Verdict:
 
 def compare(baseline: dict[str, Any], current: Analysis | dict[str, Any], thresholds: Thresholds = Thresholds(),
             metrics: Iterable[str] = DEFAULT_METRICS) -> Verdict:
-    """Judge `current` against `baseline`; raises OverlapscopeError when the two cannot be compared."""
+    """Judge `current` against `baseline` (one run or several); raises OverlapscopeError when they cannot be compared."""
     current_doc = gb.build_baseline(current) if isinstance(current, Analysis) else current
     names = list(dict.fromkeys(metrics))
     unknown = [n for n in names if n not in METRICS]
     if unknown:
         raise OverlapscopeError(f"unknown metric {', '.join(unknown)}; known: {', '.join(METRICS)}")
     warnings = gb.check_compatible(baseline, current_doc)
+    base_runs = gb.split_runs(baseline)
     results = []
     for name in names:
         metric = METRICS[name]
-        if metric.section == "steps":
-            results.append(_judge_steps(metric, baseline, current_doc, thresholds))
-        else:
-            results.append(_judge_breakdown(metric, baseline, current_doc, thresholds))
-    return Verdict(tuple(results), thresholds, baseline.get("run", {}), current_doc.get("run", {}), tuple(warnings))
+        judge = _judge_steps if metric.section == "steps" else _judge_breakdown
+        results.append(judge(metric, base_runs, current_doc, thresholds))
+    return Verdict(tuple(results), thresholds, baseline.get("run", {}), current_doc.get("run", {}), tuple(warnings),
+                   len(base_runs))
 
 
-def _worsening(metric: Metric, base: np.ndarray, cur: np.ndarray, alpha: float, paired: bool) -> Shift:
-    # Flip the sign of "smaller is worse" metrics so every bound below reads "positive = worse".
-    test = paired_shift if paired else shift
-    return test(np.asarray(base, np.float64) * metric.worse, np.asarray(cur, np.float64) * metric.worse, alpha)
+@dataclass(frozen=True)
+class _Assessment:
+    worse: Shift
+    allowed: float
+    noise: float
+    base_median: float
+    cur_median: float
+
+    @property
+    def status(self) -> str:
+        return _status(self.worse, self.allowed)
 
 
-def _aligned(base: pd.DataFrame, cur: pd.DataFrame, units: list[str]) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Values of both runs, matched unit by unit (rank, step) when both have exactly the same units."""
-    b, c = base.set_index(units)["value"], cur.set_index(units)["value"]
-    if b.index.is_unique and c.index.is_unique and b.index.sort_values().equals(c.index.sort_values()):
-        return b.sort_index().to_numpy(), c.reindex(b.sort_index().index).to_numpy(), True
-    return b.to_numpy(), c.to_numpy(), False
+def _assess(base_runs: list[pd.Series], cur: pd.Series, worse: int, floor: Callable[[float], float],
+            th: Thresholds, alpha: float) -> _Assessment:
+    """Shift of `cur` over the baseline's typical value per unit (the median over its runs), and the
+    allowance: the thresholds, or the run-to-run noise the baseline's own runs show when larger."""
+    typical = _typical(base_runs)
+    shift_ = _worsening(typical, cur, worse, alpha)
+    noise = 0.0
+    if len(base_runs) >= 2:
+        # each baseline run against the others: how far an unchanged run strays on this machine,
+        # in either direction (a run that came out better says as much about the spread)
+        for j, run in enumerate(base_runs):
+            estimate = _worsening(_typical(base_runs[:j] + base_runs[j + 1:]), run, worse, alpha).estimate
+            if math.isfinite(estimate):
+                noise = max(noise, abs(estimate))
+        noise *= th.noise_factor
+    b_med = _median(typical.to_numpy())
+    return _Assessment(shift_, max(floor(b_med), noise), noise, b_med, _median(cur.to_numpy()))
+
+
+def _typical(runs: list[pd.Series]) -> pd.Series:
+    if len(runs) == 1:
+        return runs[0]
+    return pd.concat(runs, axis=1).median(axis=1, skipna=True)
+
+
+def _worsening(base: pd.Series, cur: pd.Series, worse: int, alpha: float) -> Shift:
+    """Shift in the worse direction (positive = worse); paired unit by unit when both have the same units."""
+    if base.index.is_unique and cur.index.is_unique and base.index.sort_values().equals(cur.index.sort_values()):
+        return paired_shift(base.to_numpy(np.float64) * worse, cur.reindex(base.index).to_numpy(np.float64) * worse,
+                            alpha)
+    return shift(base.to_numpy(np.float64) * worse, cur.to_numpy(np.float64) * worse, alpha)
 
 
 def _median(values: np.ndarray) -> float:
@@ -187,41 +226,44 @@ def _status(worse: Shift, allowed: float) -> str:
     return "pass"
 
 
-def _judge_steps(metric: Metric, baseline: dict, current: dict, th: Thresholds) -> MetricResult:
+def _result(metric: Metric, a: _Assessment, status: str, findings: tuple[Finding, ...] = (),
+            note: str = "") -> MetricResult:
+    return MetricResult(metric, status, a.base_median, a.cur_median, a.worse, a.allowed, findings, note, a.noise)
+
+
+def _judge_steps(metric: Metric, base_docs: list[dict], current: dict, th: Thresholds) -> MetricResult:
     """Pooled over ranks, and per rank: one rank that alone got worse (a straggler) also fails."""
-    base = gb.step_samples(baseline, metric.column)
-    cur = gb.step_samples(current, metric.column)
-    b_med, c_med = _median(base["value"].to_numpy()), _median(cur["value"].to_numpy())
-    allowed = th.allowed(metric, b_med)
-    b_values, c_values, paired = _aligned(base, cur, ["rank", "step"])
-    worse = _worsening(metric, b_values, c_values, th.alpha, paired)
-    status = _status(worse, allowed)
-    note = "" if worse.decidable else f"too few samples ({worse.n_baseline} vs {worse.n_current}) to decide"
-    if base.empty and cur.empty:
-        return MetricResult(metric, "undecided", b_med, c_med, worse, allowed,
-                            note=f"no {metric.column} values in either run")
-    ranks = _rank_findings(metric, base, cur, th)
-    rank_regressed = any(f.significant for f in ranks)
-    if rank_regressed and status != "regression":
+    base_runs = [gb.step_series(d, metric.column) for d in base_docs]
+    cur = gb.step_series(current, metric.column)
+    a = _assess(base_runs, cur, metric.worse, partial(th.allowed, metric), th, th.alpha)
+    if not np.isfinite(cur.to_numpy()).any() and not any(np.isfinite(b.to_numpy()).any() for b in base_runs):
+        return _result(metric, a, "undecided", note=f"no {metric.column} values in either run")
+    status = a.status
+    note = "" if a.worse.decidable else f"too few samples ({a.worse.n_baseline} vs {a.worse.n_current}) to decide"
+    ranks = _rank_findings(metric, base_runs, cur, th)
+    if any(f.significant for f in ranks) and status != "regression":
         status = "regression"
         note = "pooled over ranks within the allowance, but " + ", ".join(
             f"rank {f.key}" for f in ranks if f.significant) + " alone regressed"
     findings: tuple[Finding, ...] = ()
     if status == "regression":
-        findings = ranks + _key_findings(metric, baseline, current, th)
-    return MetricResult(metric, status, b_med, c_med, worse, allowed, findings, note)
+        findings = ranks + _key_findings(metric, base_docs, current, th)
+    return _result(metric, a, status, findings, note)
 
 
-def _rank_findings(metric: Metric, base: pd.DataFrame, cur: pd.DataFrame, th: Thresholds) -> tuple[Finding, ...]:
+def _rank_findings(metric: Metric, base_runs: list[pd.Series], cur: pd.Series,
+                   th: Thresholds) -> tuple[Finding, ...]:
     """Ranks whose own steps regressed (Bonferroni over ranks); else the one that moved most."""
+    ranks = sorted(set(cur.index.get_level_values("rank")))
     rows = []
-    n_ranks = max(cur["rank"].nunique(), 1)
-    for rank, cur_rank in cur.groupby("rank"):
-        b, c, paired = _aligned(base[base["rank"] == rank], cur_rank, ["step"])
-        worse = _worsening(metric, b, c, th.alpha / n_ranks, paired)
-        b_med = _median(b)
-        rows.append(Finding("rank", str(rank), b_med, _median(c), worse.estimate,
-                            _regressed(worse, th.allowed(metric, b_med))))
+    for rank in ranks:
+        per_run = [b.xs(rank, level="rank") for b in base_runs if rank in b.index.get_level_values("rank")]
+        if not per_run:
+            continue
+        a = _assess(per_run, cur.xs(rank, level="rank"), metric.worse, partial(th.allowed, metric), th,
+                    th.alpha / len(ranks))
+        rows.append(Finding("rank", str(rank), a.base_median, a.cur_median, a.worse.estimate,
+                            _regressed(a.worse, a.allowed)))
     significant = [f for f in rows if f.significant]
     if significant:
         return tuple(sorted(significant, key=lambda f: -f.delta))
@@ -229,27 +271,23 @@ def _rank_findings(metric: Metric, base: pd.DataFrame, cur: pd.DataFrame, th: Th
     return (max(moved, key=lambda f: f.delta),) if moved else ()
 
 
-def _key_findings(metric: Metric, baseline: dict, current: dict, th: Thresholds, top: int = 3) -> tuple[Finding, ...]:
+def _key_findings(metric: Metric, base_docs: list[dict], current: dict, th: Thresholds,
+                  top: int = 3) -> tuple[Finding, ...]:
     """The collectives, groups and scopes whose exposed (or total) comm per step grew most."""
     if metric.attribute is None:
         return ()
     found: list[Finding] = []
+    floor = partial(th.allowed, METRICS["exposed_comm"])
     for section, kind in gb.BREAKDOWNS.items():
-        base, cur = gb.key_matrices(baseline, current, section, metric.attribute)
-        if base.empty and cur.empty:
-            continue
-        paired = base.index.equals(cur.index)
+        *base_mats, cur_mat = gb.key_matrices(base_docs + [current], section, metric.attribute)
         rows = []
-        for key in base.columns:
-            b, c = base[key].to_numpy(), cur[key].to_numpy()
-            worse = paired_shift(b, c, th.alpha) if paired else shift(b, c, th.alpha)
-            b_med = _median(b)
-            allowed = th.allowed(METRICS["exposed_comm"], b_med)
+        for key in cur_mat.columns:
             if kind == "group" and not str(key):
                 continue  # an unknown process group names nothing
-            if math.isfinite(worse.estimate) and float(np.mean(c)) > float(np.mean(b)):
-                rows.append(Finding(kind, str(key), b_med, _median(c), float(np.mean(c) - np.mean(b)),
-                                    _regressed(worse, allowed)))
+            a = _assess([m[key] for m in base_mats], cur_mat[key], +1, floor, th, th.alpha)
+            delta = float(np.mean(cur_mat[key])) - float(np.mean(_typical([m[key] for m in base_mats])))
+            if math.isfinite(a.worse.estimate) and delta > 0:
+                rows.append(Finding(kind, str(key), a.base_median, a.cur_median, delta, _regressed(a.worse, a.allowed)))
         rows.sort(key=lambda f: (-f.significant, -f.delta))
         # Name what explains the change, not every key that moved a hair: significant ones, and
         # the others down to a fifth of the largest increase.
@@ -258,36 +296,25 @@ def _key_findings(metric: Metric, baseline: dict, current: dict, th: Thresholds,
     return tuple(found)
 
 
-def _judge_breakdown(metric: Metric, baseline: dict, current: dict, th: Thresholds) -> MetricResult:
+def _judge_breakdown(metric: Metric, base_docs: list[dict], current: dict, th: Thresholds) -> MetricResult:
     """Every key of a breakdown is its own test; Bonferroni keeps the family's false alarms at alpha."""
-    base, cur = gb.key_matrices(baseline, current, metric.section, metric.column)
+    *base_mats, cur_mat = gb.key_matrices(base_docs + [current], metric.section, metric.column)
     kind = gb.BREAKDOWNS[metric.section]
-    empty = Shift(math.nan, -math.inf, math.inf, "none", len(base), len(cur))
-    if base.columns.empty:
-        return MetricResult(metric, "undecided", math.nan, math.nan, empty, math.nan,
-                            note=f"no {metric.section} data in either run")
-    alpha = th.alpha / len(base.columns)
-    paired = base.index.equals(cur.index)
+    if cur_mat.columns.empty:
+        empty = _Assessment(Shift(math.nan, -math.inf, math.inf, "none", 0, 0), math.nan, 0.0, math.nan, math.nan)
+        return _result(metric, empty, "undecided", note=f"no {metric.section} data in either run")
+    alpha = th.alpha / len(cur_mat.columns)
     findings, decidable, worst = [], False, None
-    for key in base.columns:
-        b, c = base[key].to_numpy(), cur[key].to_numpy()
-        worse = paired_shift(b, c, alpha) if paired else shift(b, c, alpha)
-        b_med = _median(b)
-        allowed = th.allowed(metric, b_med)
-        decidable |= worse.decidable
-        regressed = _regressed(worse, allowed)
-        if regressed:
-            findings.append(Finding(kind, str(key), b_med, _median(c), worse.estimate, True))
-        if worst is None or (math.isfinite(worse.estimate) and worse.estimate > worst[1].estimate):
-            worst = (key, worse, b_med, _median(c), allowed)
-    key, worse, b_med, c_med, allowed = worst
-    if findings:
-        status = "regression"
-    elif not decidable:
-        status = "undecided"
-    else:
-        status = "pass"
-    note = "" if decidable else (f"too few samples ({len(base)} vs {len(cur)} per {kind}) to decide at "
-                                 f"alpha {th.alpha:g}/{len(base.columns)} {kind}s")
+    for key in cur_mat.columns:
+        a = _assess([m[key] for m in base_mats], cur_mat[key], metric.worse, partial(th.allowed, metric), th, alpha)
+        decidable |= a.worse.decidable
+        if _regressed(a.worse, a.allowed):
+            findings.append(Finding(kind, str(key), a.base_median, a.cur_median, a.worse.estimate, True))
+        if worst is None or (math.isfinite(a.worse.estimate) and a.worse.estimate > worst.worse.estimate):
+            worst = a
+    status = "regression" if findings else ("pass" if decidable else "undecided")
+    n = len(cur_mat)
+    note = "" if decidable else (f"too few samples ({n} per {kind}) to decide at alpha {th.alpha:g}/"
+                                 f"{len(cur_mat.columns)} {kind}s")
     findings.sort(key=lambda f: -f.delta)
-    return MetricResult(metric, status, b_med, c_med, worse, allowed, tuple(findings), note)
+    return _result(metric, worst, status, tuple(findings), note)

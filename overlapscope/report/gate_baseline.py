@@ -128,31 +128,31 @@ def step_frame(doc: dict[str, Any]) -> pd.DataFrame:
     return _frame(doc.get("steps") or {})
 
 
-def step_samples(doc: dict[str, Any], column: str) -> pd.DataFrame:
-    """rank, step, value for one step column; undefined values stay NaN (the tests skip them)."""
+def step_series(doc: dict[str, Any], column: str) -> pd.Series:
+    """One step column indexed by (rank, step); undefined values stay NaN (the tests skip them)."""
     steps = step_frame(doc)
-    if column not in steps.columns:
-        return pd.DataFrame({"rank": pd.Series([], dtype=np.int64), "step": pd.Series([], dtype=np.int64),
-                             "value": pd.Series([], dtype=np.float64)})
-    return pd.DataFrame({"rank": steps["rank"], "step": steps["step"], "value": steps[column].to_numpy(np.float64)})
+    index = pd.MultiIndex.from_arrays([steps["rank"].to_numpy(np.int64), steps["step"].to_numpy(np.int64)],
+                                      names=["rank", "step"])
+    values = steps[column].to_numpy(np.float64) if column in steps.columns else np.full(len(steps), np.nan)
+    return pd.Series(values, index=index, name=column)
 
 
-def key_matrices(baseline: dict[str, Any], current: dict[str, Any], section: str,
-                 column: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-key samples of one breakdown column, one row per sample and one column per key.
+def key_matrices(docs: list[dict[str, Any]], section: str, column: str) -> list[pd.DataFrame]:
+    """Per-key samples of one breakdown column for each doc: one row per sample, one column per key.
 
-    When both runs break the section down per step, a sample is one (rank, step), and a key absent
-    from a step counts 0 there (a collective that appears only in the new run is a regression
-    candidate). Otherwise a sample is one rank's total divided by its number of steps.
+    All matrices share the union of keys. When every doc breaks the section down per step, a
+    sample is one (rank, step), and a key absent from a step counts 0 there (a collective that
+    appears only in the new run is a regression candidate). Otherwise a sample is one rank's total
+    divided by its number of steps.
     """
     key = BREAKDOWNS[section]
-    frames = [_frame(doc.get(section) or {}) for doc in (baseline, current)]
+    frames = [_frame(doc.get(section) or {}) for doc in docs]
     keys = sorted(set().union(*(set(f[key].astype(str)) for f in frames if key in f.columns)))
     per_step = all("step" in f.columns for f in frames if not f.empty)
+    units = ["rank", "step"] if per_step else ["rank"]
     out = []
-    for doc, frame in zip((baseline, current), frames):
+    for doc, frame in zip(docs, frames):
         steps = step_frame(doc)
-        units = ["rank", "step"] if per_step else ["rank"]
         index = pd.MultiIndex.from_frame(steps[units].drop_duplicates()) if per_step else \
             pd.Index(sorted(steps["rank"].unique()), name="rank")
         if frame.empty or column not in frame.columns:
@@ -165,7 +165,62 @@ def key_matrices(baseline: dict[str, Any], current: dict[str, Any], section: str
             counts = steps.groupby("rank")["step"].nunique().reindex(index).to_numpy(np.float64)
             matrix = matrix.div(np.maximum(counts, 1.0), axis=0)
         out.append(matrix)
-    return out[0], out[1]
+    return out
+
+
+def combine(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One baseline from several runs of one configuration: their samples, tagged with a `run` index.
+
+    Several runs let the gate measure how far unchanged runs stray from each other on this machine
+    (run-to-run noise that per-step samples of one run cannot show) and allow for it.
+    """
+    if len(docs) == 1:
+        return docs[0]
+    first = docs[0]["run"]
+    for doc in docs[1:]:
+        run = doc["run"]
+        if run.get("world_size") != first.get("world_size"):
+            raise OverlapscopeError(f"world size {run.get('world_size')}, but the first run has "
+                                    f"{first.get('world_size')}: one baseline needs runs of one configuration",
+                                    run.get("path"))
+        if set(step_frame(doc)["rank"]) != set(step_frame(docs[0])["rank"]):
+            raise OverlapscopeError("its ranks differ from the first run's: one baseline needs runs of one "
+                                    "configuration", run.get("path"))
+    out: dict[str, Any] = {"schema": SCHEMA, "run": first, "runs": [d["run"] for d in docs]}
+    for section in ("steps", *BREAKDOWNS):
+        columns: dict[str, list] = {}
+        parts = [d.get(section) or {} for d in docs]
+        names = list(dict.fromkeys(name for p in parts for name in p))
+        if not names:
+            out[section] = {}
+            continue
+        for i, part in enumerate(parts):
+            n = len(next(iter(part.values()))) if part else 0
+            columns.setdefault("run", []).extend([i] * n)
+            for name in names:
+                columns.setdefault(name, []).extend(part.get(name, [None] * n))
+        out[section] = columns
+    return out
+
+
+def split_runs(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The single-run docs a baseline holds (itself when it was made from one run)."""
+    steps = doc.get("steps") or {}
+    if "run" not in steps:
+        return [doc]
+    runs = doc.get("runs") or []
+    out = []
+    for i in sorted(set(steps["run"])):
+        part: dict[str, Any] = {"schema": SCHEMA, "run": runs[i] if i < len(runs) else doc.get("run", {})}
+        for section in ("steps", *BREAKDOWNS):
+            cols = doc.get(section) or {}
+            if "run" not in cols:
+                part[section] = {}
+                continue
+            keep = [j for j, r in enumerate(cols["run"]) if r == i]
+            part[section] = {k: [v[j] for j in keep] for k, v in cols.items() if k != "run"}
+        out.append(part)
+    return out
 
 
 def _frame(columns: dict[str, list]) -> pd.DataFrame:
@@ -173,7 +228,7 @@ def _frame(columns: dict[str, list]) -> pd.DataFrame:
         return pd.DataFrame({"rank": pd.Series([], dtype=np.int64), "step": pd.Series([], dtype=np.int64)})
     frame = pd.DataFrame({k: v for k, v in columns.items()})
     for col in frame.columns:
-        if col in ("rank", "step", "count"):
+        if col in ("rank", "step", "count", "run"):
             frame[col] = frame[col].astype(np.int64)
         elif col.endswith(("_ns", "_pct")):
             frame[col] = np.asarray(frame[col].tolist(), dtype=np.float64)  # JSON null -> NaN

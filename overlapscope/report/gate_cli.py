@@ -47,22 +47,30 @@ def _is_baseline(path: Path) -> bool:
 
 
 @click.command("baseline")
-@click.argument("run", type=click.Path(exists=True))
+@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="Baseline JSON to write (replaced atomically).")
 @_run_options
-def baseline(run: str, output: str, step_pattern: str | None, comm_patterns: tuple[str, ...]) -> None:
-    """Record RUN's per-step exposed communication, overlap and step time as a baseline for `check`."""
+def baseline(runs: tuple[str, ...], output: str, step_pattern: str | None, comm_patterns: tuple[str, ...]) -> None:
+    """Record per-step exposed communication, overlap and step time of RUN... as a baseline for `check`.
+
+    Several runs of one configuration make a baseline that knows the machine's run-to-run noise:
+    `check` then allows a change as large as one reference run strays from the others.
+    """
     try:
-        doc = run_document(run, step_pattern=step_pattern, comm_patterns=comm_patterns)
-        steps = gb.step_frame(doc)
-        if steps.empty or (steps["step"] < 0).all():
-            raise OverlapscopeError("no steps (no ProfilerStep#N or 'step N' ranges): a baseline needs per-step "
-                                    "samples, profile several steps", run)
-        gb.save_baseline(doc, output)
+        docs = []
+        for run in runs:
+            doc = run_document(run, step_pattern=step_pattern, comm_patterns=comm_patterns)
+            steps = gb.step_frame(doc)
+            if steps.empty or (steps["step"] < 0).all():
+                raise OverlapscopeError("no steps (no ProfilerStep#N or 'step N' ranges): a baseline needs per-step "
+                                        "samples, profile several steps", run)
+            docs.extend(gb.split_runs(doc))
+        gb.save_baseline(gb.combine(docs), output)
     except OverlapscopeError as exc:
         raise _usage_exit(exc) from None
-    click.echo(f"baseline: {output} ({steps['rank'].nunique()} ranks, {steps['step'].nunique()} steps)")
+    click.echo(f"baseline: {output} ({len(docs)} run{'s' if len(docs) > 1 else ''}, {steps['rank'].nunique()} ranks, "
+               f"{steps['step'].nunique()} steps)")
 
 
 @click.command("check")
@@ -79,16 +87,19 @@ def baseline(run: str, output: str, step_pattern: str | None, comm_patterns: tup
               metavar="PP", help="Allowed worsening of percentage metrics, percentage points.")
 @click.option("--alpha", type=float, default=Thresholds.alpha, show_default=True,
               help="One-sided significance level.")
+@click.option("--noise-factor", type=float, default=Thresholds.noise_factor, show_default=True,
+              help="With a baseline of several runs: allow this times the largest run-to-run shift among them.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML here.")
 @click.option("--summary", "summary_path", type=click.Path(dir_okay=False), help="Write a markdown summary here.")
 @_run_options
 def check(run: str, baseline_path: str, metrics: tuple[str, ...], max_increase_pct: float, min_increase_ms: float,
-          min_increase_points: float, alpha: float, junit_path: str | None, summary_path: str | None,
+          min_increase_points: float, alpha: float, noise_factor: float, junit_path: str | None,
+          summary_path: str | None,
           step_pattern: str | None, comm_patterns: tuple[str, ...]) -> None:
     """Compare RUN with a baseline: exit 0 pass, 1 regression, 2 unusable input."""
     try:
         thresholds = Thresholds(max_increase_pct=max_increase_pct, min_increase_ms=min_increase_ms,
-                                min_increase_points=min_increase_points, alpha=alpha)
+                                min_increase_points=min_increase_points, alpha=alpha, noise_factor=noise_factor)
         base = gb.load_baseline(baseline_path)
         current = run_document(run, step_pattern=step_pattern, comm_patterns=comm_patterns)
         verdict = compare(base, current, thresholds, metrics or DEFAULT_METRICS)

@@ -56,6 +56,8 @@ def describe(result: MetricResult, alpha: float) -> str:
         return f"{m.name} undecided: {result.note}"
     head = {"regression": "REGRESSED", "pass": "ok", "improved": "improved", "undecided": "undecided"}[result.status]
     line = f"{m.name} {head}: {change_text(result, alpha)}, allowed worsening {fmt(result.allowed, m.unit, delta=True)}"
+    if result.noise > 0 and result.noise >= result.allowed:
+        line += " (the baseline runs' own run-to-run noise)"
     if m.section == "steps":
         line += f"; median {fmt(result.baseline_median, m.unit)} -> {fmt(result.current_median, m.unit)}"
     else:
@@ -102,7 +104,9 @@ def markdown(verdict: Verdict) -> str:
         f"A metric fails when its change per step is significant ({conf} one-sided bound on the worse side, "
         f"Hodges-Lehmann over per-step samples, paired by step when both runs have the same steps) and worse by more "
         f"than {th.max_increase_pct:g}% of its baseline median and more than {th.min_increase_ms:g} ms "
-        f"({th.min_increase_points:g} points for percentages).",
+        f"({th.min_increase_points:g} points for percentages)"
+        + (f", and by more than the baseline's {verdict.baseline_runs} runs stray from each other." if
+           verdict.baseline_runs > 1 else "."),
         "",
         f"| metric | status | baseline median | this run | change per step | {conf} bound | allowed worsening |",
         "|---|---|---|---|---|---|---|",
