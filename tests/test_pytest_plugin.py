@@ -118,7 +118,7 @@ def test_profile_command_with_torchrun(inner):
 import sys
 
 def test_ddp(overlapscope):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29561",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            "{inner.path / 'ddp_train.py'}"]
     overlapscope.profile_command(cmd, steps=3, skip_first=1, metrics=["exposed_comm"], max_increase_pct=300,
                                  min_increase_ms=50)
