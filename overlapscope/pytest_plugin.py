@@ -133,10 +133,12 @@ class OverlapscopeGate:
                 "--skip-first", str(skip_first), "--", *cmd]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
                               env={**os.environ, **(env or {})})
+        log_path = out.parent / "profile.log"
+        log_path.write_text(proc.stdout + "\n" + proc.stderr)
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-            pytest.fail(f"overlapscope: the profiled command exited with status {proc.returncode}:\n{tail}",
-                        pytrace=False)
+            pytest.fail(f"overlapscope: the profiled command exited with status {proc.returncode} "
+                        f"(full output: {log_path}):\n{tail}", pytrace=False)
         return self.check_run(out, name=name, metrics=metrics, **thresholds)
 
     def _judge(self, doc: dict[str, Any], name: str | None, metrics: tuple[str, ...],

@@ -6,6 +6,7 @@ snapshot of a run, so two archived runs can be compared without their traces).
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -67,8 +68,8 @@ def baseline(runs: tuple[str, ...], output: str, step_pattern: str | None, comm_
                                         "samples, profile several steps", run)
             docs.extend(gb.split_runs(doc))
         gb.save_baseline(gb.combine(docs), output)
-    except OverlapscopeError as exc:
-        raise _usage_exit(exc) from None
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback (OVERLAPSCOPE_DEBUG=1 shows it)
+        raise _usage_exit(_user_error(exc)) from None
     click.echo(f"baseline: {output} ({len(docs)} run{'s' if len(docs) > 1 else ''}, {steps['rank'].nunique()} ranks, "
                f"{steps['step'].nunique()} steps)")
 
@@ -103,7 +104,8 @@ def check(run: str, baseline_path: str, metrics: tuple[str, ...], max_increase_p
         base = gb.load_baseline(baseline_path)
         current = run_document(run, step_pattern=step_pattern, comm_patterns=comm_patterns)
         verdict = compare(base, current, thresholds, metrics or DEFAULT_METRICS)
-    except OverlapscopeError as exc:
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback (OVERLAPSCOPE_DEBUG=1 shows it)
+        exc = _user_error(exc)
         message = str(exc)
         if junit_path:
             write_text(junit_error_xml(message), junit_path)
@@ -121,6 +123,16 @@ def check(run: str, baseline_path: str, metrics: tuple[str, ...], max_increase_p
     for line in publish_github(md, github_annotations(verdict)):
         click.echo(line)
     raise SystemExit(verdict.exit_code)
+
+
+def _user_error(exc: Exception) -> OverlapscopeError:
+    if isinstance(exc, OverlapscopeError):
+        return exc
+    if os.environ.get("OVERLAPSCOPE_DEBUG"):
+        raise exc
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return OverlapscopeError(f"internal error, please report it with OVERLAPSCOPE_DEBUG=1 output: "
+                             f"{type(exc).__name__}: {first}")
 
 
 def _usage_exit(exc: OverlapscopeError) -> SystemExit:
