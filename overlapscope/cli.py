@@ -79,10 +79,11 @@ def load_and_analyze(path: str, *, no_steps: bool = False, step_pattern: str | N
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "markdown"]), default="table",
               show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write here instead of stdout.")
+@click.option("--per-step", is_flag=True, help="Also show every step of every rank (table and markdown).")
 @run_options
 @one_line_errors
-def analyze(runs: tuple[str, ...], fmt: str, output: str | None, no_steps: bool, step_pattern: str | None,
-            comm_pattern: tuple[str, ...]) -> None:
+def analyze(runs: tuple[str, ...], fmt: str, output: str | None, per_step: bool, no_steps: bool,
+            step_pattern: str | None, comm_pattern: tuple[str, ...]) -> None:
     """Exposed communication of one or more runs.
 
     RUN is a directory of per-rank traces (*.json, *.json.gz, *.sqlite), one trace file, or an nsys export.
@@ -96,7 +97,7 @@ def analyze(runs: tuple[str, ...], fmt: str, output: str | None, no_steps: bool,
         text = json_report.to_json(results[0]) if len(results) == 1 else \
             "[" + ",\n".join(json_report.to_json(a) for a in results) + "]"
     elif fmt == "markdown":
-        text = "\n".join(tables.render_markdown(a) for a in results)
+        text = "\n".join(tables.render_markdown(a, per_step=per_step) for a in results)
     elif fmt == "csv":
         text = "".join(tables.render_csv(a) for a in results[:1]) + "".join(
             tables.render_csv(a).split("\n", 1)[1] for a in results[1:])
@@ -107,7 +108,7 @@ def analyze(runs: tuple[str, ...], fmt: str, output: str | None, no_steps: bool,
         console = Console(file=open(output, "w") if output else None,
                           width=None if output is None and sys.stdout.isatty() else 160)
         for a in results:
-            tables.render_rich(a, console)
+            tables.render_rich(a, console, per_step=per_step)
         return
     if output:
         with open(output, "w") as fh:

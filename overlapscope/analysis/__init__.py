@@ -6,8 +6,10 @@ import pandas as pd
 
 from ..ingest.table import Run
 from .breakdown import exposed_by_key, launch_scopes
+from .crossrank import cross_rank_sections
 from .overlap import overlap_by_step, totals
 from .result import Analysis, OVERLAP_COLUMNS
+from .streams import comm_on_compute_lanes, diagnose as diagnose_streams
 from .windows import step_windows
 
 __all__ = ["analyze", "Analysis", "OVERLAP_COLUMNS"]
@@ -16,8 +18,11 @@ __all__ = ["analyze", "Analysis", "OVERLAP_COLUMNS"]
 def analyze(run: Run, *, no_steps: bool = False) -> Analysis:
     """Every number of DESIGN.md for a run; sections a run cannot give are empty frames."""
     steps, by_collective, by_group, by_scope = [], [], [], []
+    diagnoses: list[str] = []
+    all_windows = {}
     for trace in run.ranks:
         windows = step_windows(trace, no_steps=no_steps)
+        all_windows[trace.rank] = windows
         per_step = overlap_by_step(trace.events, windows)
         per_step.insert(0, "rank", np.int32(trace.rank))
         steps.append(per_step)
@@ -31,10 +36,13 @@ def analyze(run: Run, *, no_steps: bool = False) -> Analysis:
             frame = exposed_by_key(ev, windows, keys, column)
             frame.insert(0, "rank", np.int32(trace.rank))
             sink.append(frame)
+        diagnoses += diagnose_streams(trace.rank, comm_on_compute_lanes(ev))
     per_step = pd.concat(steps, ignore_index=True)
     total = totals(per_step)
     sources = {t.rank: t.source for t in run.ranks}
     total.insert(1, "source", total["rank"].map(sources))
+    cross = cross_rank_sections(run, all_windows)
+    cross["diagnoses"] = diagnoses + cross["diagnoses"]
     return Analysis(
         run=run_identity(run),
         steps=per_step,
@@ -42,6 +50,7 @@ def analyze(run: Run, *, no_steps: bool = False) -> Analysis:
         by_collective=pd.concat(by_collective, ignore_index=True),
         by_group=pd.concat(by_group, ignore_index=True),
         by_scope=pd.concat(by_scope, ignore_index=True),
+        **cross,
     )
 
 

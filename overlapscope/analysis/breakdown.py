@@ -49,6 +49,8 @@ def launch_scopes(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     wrapper = np.zeros(ann_names.size, dtype=bool)
     for prefix in _COMM_WRAPPER_PREFIXES:
         wrapper |= np.char.startswith(ann_names.astype(str), prefix)
+    # NCCL API ranges (ncclAllReduce, ...) carry a collective: they are comm wrappers too.
+    wrapper |= events["collective"].astype(str).to_numpy()[is_ann] != ""
     ann = np.flatnonzero(is_ann)[~wrapper]
     lanes = events["lane"].astype(str).to_numpy()
     launch_lanes = events["launch_lane"].astype(str).to_numpy()

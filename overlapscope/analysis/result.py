@@ -38,10 +38,14 @@ class Analysis:
     end_ns, wait_ns, transfer_ns, exposed_wait_ns, exposed_transfer_ns, algbw_gbps, busbw_gbps."""
     stragglers: pd.DataFrame = field(default_factory=pd.DataFrame)
     """rank, last_arrivals, mean_lateness_ns; worst first."""
+    unmatched: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """rank, group, collective, op, reason, count: comm events no cross-rank collective holds, and why."""
     prefetch: pd.DataFrame = field(default_factory=pd.DataFrame)
     """rank, step, unit, pass, prefetch_gap_ns, lead_ns."""
     bubbles: pd.DataFrame = field(default_factory=pd.DataFrame)
     """rank, step, bubble_ns, bubble_pct, theory_pct, schedule, stages, microbatches."""
+    pipeline_spans: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """rank, step, stage, action (F/B/I/W), microbatch, start_ns, end_ns: the Gantt view of a pipeline."""
     clock_offsets_ns: dict[int, int] = field(default_factory=dict)
     """Aligned time = recorded time + offset; the reference rank has 0."""
     diagnoses: list[str] = field(default_factory=list)

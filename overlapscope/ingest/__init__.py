@@ -18,17 +18,18 @@ KINETO_SUFFIXES = (".json", ".json.gz")
 MANIFEST = "manifest.json"
 
 
-def _kineto(path: Path, step_pattern: str, comm_patterns: tuple[str, ...]) -> list[RankTrace]:
-    return [read_kineto(path, step_pattern=step_pattern, comm_patterns=comm_patterns)]
+def _kineto(paths: list[Path], step_pattern: str, comm_patterns: tuple[str, ...]) -> list[RankTrace]:
+    return [read_kineto(p, step_pattern=step_pattern, comm_patterns=comm_patterns) for p in paths]
 
 
-def _nsys(path: Path, step_pattern: str, comm_patterns: tuple[str, ...]) -> list[RankTrace]:
-    from .nsys import read_nsys  # optional reader: imported only for nsys input
-    return read_nsys(path, step_pattern=step_pattern, comm_patterns=comm_patterns)
+def _nsys(paths: list[Path], step_pattern: str, comm_patterns: tuple[str, ...]) -> list[RankTrace]:
+    from .nsys import read_nsys  # imported only for nsys input
+    # One call for all exports of a run: ranks are numbered over the files together.
+    return read_nsys(paths, step_pattern=step_pattern, comm_patterns=comm_patterns)
 
 
-# suffix -> reader; each returns the ranks found in one file.
-READERS: dict[str, Callable[[Path, str, tuple[str, ...]], list[RankTrace]]] = {
+# suffix -> reader; a reader takes all files of its format in a run and returns their ranks.
+READERS: dict[str, Callable[[list[Path], str, tuple[str, ...]], list[RankTrace]]] = {
     ".json": _kineto, ".json.gz": _kineto, ".sqlite": _nsys, ".nsys-rep": _nsys,
 }
 
@@ -51,6 +52,9 @@ def trace_files(path: Path) -> list[Path]:
         return [path]
     files = sorted(p for p in path.iterdir()
                    if p.is_file() and _suffix(p) is not None and p.name != MANIFEST)
+    # A report and its export are one trace: read the export.
+    exported = {p.name[: -len(".sqlite")] for p in files if p.name.endswith(".sqlite")}
+    files = [p for p in files if not (p.name.endswith(".nsys-rep") and p.name[: -len(".nsys-rep")] in exported)]
     if not files:
         raise OverlapscopeError("directory holds no traces (*.json, *.json.gz, *.sqlite)", path)
     return files
@@ -72,13 +76,18 @@ def load_run(path: str | Path, *, step_pattern: str = DEFAULT_STEP_PATTERN,
     """Read every rank of a run: a directory of per-rank traces, one trace file, or an nsys export."""
     path = Path(path)
     files = trace_files(path)
-    ranks: list[RankTrace] = []
+    by_reader: dict[Callable, list[Path]] = {}
     for f in files:
-        ranks.extend(READERS[_suffix(f)](f, step_pattern, comm_patterns))
+        by_reader.setdefault(READERS[_suffix(f)], []).append(f)
+    ranks: list[RankTrace] = []
+    for reader, paths in by_reader.items():
+        ranks.extend(reader(paths, step_pattern, comm_patterns))
     _number_ranks(ranks)
     _check_same_run(ranks)
     ranks.sort(key=lambda r: r.rank)
-    return Run(ranks=ranks, manifest=load_manifest(path), path=str(path))
+    manifest = load_manifest(path)
+    _check_complete(ranks, manifest, path)
+    return Run(ranks=ranks, manifest=manifest, path=str(path))
 
 
 def _number_ranks(ranks: list[RankTrace]) -> None:
@@ -103,3 +112,27 @@ def _check_same_run(ranks: list[RankTrace]) -> None:
     if len(sizes) > 1:
         log.warning("traces disagree on world size (%s): are ranks of different runs mixed?",
                     ", ".join(f"{r.source}={r.world_size}" for r in ranks))
+    spans = [(int(r.events["start_ns"].min()), int(r.events["end_ns"].max()), r.source)
+             for r in ranks if len(r.events)]
+    if len(spans) > 1 and max(s[0] for s in spans) > min(s[1] for s in spans):
+        first = min(spans, key=lambda s: s[1])
+        last = max(spans, key=lambda s: s[0])
+        log.warning("%s ends %.3f s before %s starts: different runs, or clocks apart by more than the "
+                    "trace; cross-rank numbers rely on estimated clock offsets",
+                    first[2], (last[0] - first[1]) / 1e9, last[2])
+
+
+def _check_complete(ranks: list[RankTrace], manifest: dict, path: Path) -> None:
+    """Say which ranks the run should have but lacks (a crashed rank, a trace not copied)."""
+    expected = manifest.get("world_size") if isinstance(manifest.get("world_size"), int) else None
+    if expected is None:
+        sizes = {r.world_size for r in ranks if r.world_size}
+        # A single file of a large job is a normal thing to analyze; only a directory should be whole.
+        expected = max(sizes) if sizes and path.is_dir() else None
+    if expected is None:
+        return
+    missing = sorted(set(range(expected)) - {r.rank for r in ranks})
+    if missing and path.is_dir():
+        shown = ", ".join(map(str, missing[:16])) + (" ..." if len(missing) > 16 else "")
+        log.warning("%s: %d of %d ranks have no trace (missing: %s); cross-rank numbers cover the others only",
+                    path, len(missing), expected, shown)

@@ -172,6 +172,8 @@ def _gpu_events(xs, cats, names, start, end, is_device, is_launch, is_cpu, comm_
     nbytes = np.full(dev.size, -1, dtype=np.int64)
     group = np.full(dev.size, "", dtype=object)
     seq = np.full(dev.size, -1, dtype=np.int64)
+    copies = np.flatnonzero((dev_kind == "memcpy") | (dev_kind == "memset"))
+    nbytes[copies] = [b if isinstance(b, int) else -1 for b in _arg(xs, dev[copies], "bytes", -1)]
     comm_idx = np.flatnonzero(is_comm)
     if comm_idx.size:
         args = [xs[i].get("args") or {} for i in dev[comm_idx]]

@@ -8,6 +8,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from ..analysis.collectives import design_records
 from ..analysis.result import OVERLAP_COLUMNS, Analysis
 
 SCHEMA = "overlapscope.report/1"
@@ -55,7 +56,9 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
         "by_collective": records(analysis.by_collective),
         "by_group": records(analysis.by_group),
         "by_scope": records(analysis.by_scope),
-        "collectives": records(analysis.collectives),
+        "collectives": design_records(analysis.collectives),
+        "unmatched": records(analysis.unmatched),
+        "pipeline_spans": records(analysis.pipeline_spans),
         "stragglers": records(analysis.stragglers),
         "prefetch": records(analysis.prefetch),
         "bubbles": records(analysis.bubbles),

@@ -11,6 +11,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..analysis.crossrank import bubble_summary, collective_summary
+from ..analysis.prefetch import worst_units
 from ..analysis.result import Analysis
 
 MS = 1e6
@@ -87,24 +89,88 @@ def _breakdown(analysis: Analysis, frame: pd.DataFrame, column: str, top: int = 
     return header, rows
 
 
-def sections(analysis: Analysis) -> list[tuple[str, list[str], list[list[str]]]]:
+def _per_step(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
+    header = ["rank", "step", "window ms", "compute ms", "comm ms", "overlapped ms", "exposed ms",
+              "exposed memcpy ms", "idle ms", "overlap %", "exposed %"]
+    rows = [[str(r.rank), str(r.step), _ms(r.window_ns), _ms(r.compute_ns), _ms(r.comm_ns), _ms(r.overlapped_ns),
+             _ms(r.exposed_comm_ns), _ms(r.exposed_memcpy_ns), _ms(r.idle_ns), _pct(r.overlap_pct),
+             _pct(r.exposed_comm_pct)] for r in analysis.steps.itertuples(index=False)]
+    return header, rows
+
+
+def _wait_transfer(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
+    """Per collective: how much of its time ranks spent waiting for late peers vs moving data."""
+    header = ["group", "collective", "op", "instances", "wait ms", "transfer ms", "exposed wait ms",
+              "exposed transfer ms", "median busbw GB/s"]
+    summary = collective_summary(analysis.collectives)
+    rows = [[str(r.group) or "-", str(r.collective), str(r.op) or "-", str(r.collectives), _ms(r.wait_ns),
+             _ms(r.transfer_ns), _ms(r.exposed_wait_ns), _ms(r.exposed_transfer_ns),
+             "-" if pd.isna(r.median_busbw_gbps) else f"{r.median_busbw_gbps:,.2f}"]
+            for r in summary.head(12).itertuples(index=False)]
+    return header, rows
+
+
+def _stragglers(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
+    header = ["rank", "last arrivals", "of collectives", "mean lateness ms", "clock offset µs"]
+    st = analysis.stragglers
+    if st is None or st.empty:
+        return header, []
+    offsets = analysis.clock_offsets_ns or {}
+    rows = [[str(r.rank), str(r.last_arrivals), str(r.collectives), _ms(r.mean_lateness_ns),
+             f"{offsets.get(int(r.rank), 0) / 1e3:,.1f}"] for r in st.head(8).itertuples(index=False)]
+    return header, rows
+
+
+def _unmatched(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
+    header = ["rank", "group", "collective", "op", "count", "why"]
+    u = analysis.unmatched
+    if u is None or u.empty:
+        return header, []
+    return header, [[str(r.rank), str(r.group) or "-", str(r.collective), str(r.op), str(r.count), str(r.reason)]
+                    for r in u.head(10).itertuples(index=False)]
+
+
+def _prefetch(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
+    header = ["unit", "pass", "rows", "mean gap ms", "max gap ms", "mean lead ms"]
+    worst = worst_units(analysis.prefetch)
+    return header, [[str(unit), str(pass_), str(n), _ms(gap), _ms(top), _ms(lead)]
+                    for unit, pass_, n, gap, top, lead in worst.itertuples(index=False, name=None)]
+
+
+def _bubbles(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
+    header = ["rank", "schedule", "stages", "micro-batches", "steps", "bubble ms/step", "bubble %", "theory %"]
+    summary = bubble_summary(analysis.bubbles)
+    return header, [[str(r.rank), str(r.schedule), str(r.stages), str(r.microbatches), str(r.steps),
+                     _ms(r.bubble_ns / max(int(r.steps), 1)), _pct(r.bubble_pct), _pct(r.theory_pct)]
+                    for r in summary.itertuples(index=False)]
+
+
+def sections(analysis: Analysis, *, per_step: bool = False) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) for every table a report shows, in order."""
-    out = [("Exposed communication per rank", *_headline(analysis)),
+    out = [("Exposed communication per rank", *_headline(analysis))]
+    if per_step:
+        out.append(("Per step", *_per_step(analysis)))
+    out += [
            ("Exposed comm by collective (all ranks)", *_breakdown(analysis, analysis.by_collective, "collective")),
            ("Exposed comm by process group (all ranks)", *_breakdown(analysis, analysis.by_group, "group")),
-           ("Exposed comm by launching scope (all ranks)", *_breakdown(analysis, analysis.by_scope, "scope"))]
+           ("Exposed comm by launching scope (all ranks)", *_breakdown(analysis, analysis.by_scope, "scope")),
+           ("Wait vs transfer by collective (matched across ranks)", *_wait_transfer(analysis)),
+           ("Stragglers (who arrives last)", *_stragglers(analysis)),
+           ("Collectives that could not be matched across ranks", *_unmatched(analysis)),
+           ("FSDP prefetch gaps (worst units)", *_prefetch(analysis)),
+           ("Pipeline bubbles per stage", *_bubbles(analysis))]
     return [s for s in out if s[2]]
 
 
-def render_rich(analysis: Analysis, console) -> None:
+def render_rich(analysis: Analysis, console, *, per_step: bool = False) -> None:
     from rich.table import Table
     from rich.markup import escape
 
     console.print(f"[bold]overlapscope[/bold] {escape(str(analysis.run.get('path')))}  (ms columns: per step)")
-    for title, header, rows in sections(analysis):
+    for title, header, rows in sections(analysis, per_step=per_step):
         table = Table(title=title, title_justify="left")
         for i, h in enumerate(header):
-            table.add_column(h, justify="left" if i == 0 or h.startswith(("worst", "scope", "collective", "group")) else "right")
+            table.add_column(h, justify="left" if _is_text(h) else "right")
         for row in rows:
             table.add_row(*[escape(c) for c in row])
         console.print(table)
@@ -112,18 +178,23 @@ def render_rich(analysis: Analysis, console) -> None:
         console.print(escape(line))
 
 
-def render_markdown(analysis: Analysis) -> str:
+def render_markdown(analysis: Analysis, *, per_step: bool = False) -> str:
     buf = io.StringIO()
     buf.write(f"# overlapscope: `{analysis.run.get('path')}`\n\n")
     for line in summary_lines(analysis):
         buf.write(f"- {_md_escape(line)}\n")
-    for title, header, rows in sections(analysis):
+    for title, header, rows in sections(analysis, per_step=per_step):
         buf.write(f"\n## {title}\n\n")
         buf.write("| " + " | ".join(header) + " |\n")
-        buf.write("|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|\n")
+        buf.write("|" + "|".join("---" if _is_text(h) else "---:" for h in header) + "|\n")
         for row in rows:
             buf.write("| " + " | ".join(_md_escape(c) for c in row) + " |\n")
     return buf.getvalue()
+
+
+def _is_text(header: str) -> bool:
+    return header.startswith(("rank", "worst", "scope", "collective", "group", "unit", "pass", "schedule",
+                              "op", "why"))
 
 
 def _md_escape(text: str) -> str:

@@ -1,0 +1,250 @@
+"""Cross-rank collectives: wait vs transfer, exposed wait vs exposed transfer, bandwidth, stragglers.
+
+DESIGN.md "Wait vs transfer" and "Bandwidth". With clocks aligned (clock.py) and one collective
+matched across its ranks (matching.py), last_start = the latest aligned start; per rank
+wait_ns = min(end, last_start) - start and transfer_ns = end - max(start, last_start). An NCCL kernel
+spends its wait spinning for late ranks, so only the transfer part says anything about the network.
+Exposed comm splits the same way: exposed_wait_ns = |wait part ∩ W \\ C| and exposed_transfer_ns =
+|transfer part ∩ W \\ C|, on the rank's own compute C and step windows W, per collective (two
+collectives overlapping in time both count the shared time, as in the breakdowns).
+"""
+from __future__ import annotations
+
+from typing import Mapping, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from . import intervals as iv
+from .groups import infer_groups
+from .matching import P2P, MatchConfig, comm_rows, match_collectives
+from .overlap import lane_sets
+
+COLLECTIVE_COLUMNS = (
+    "instance", "group", "seq", "collective", "op", "match", "bytes", "rank", "step",
+    "start_ns", "end_ns", "wait_ns", "transfer_ns", "exposed_wait_ns", "exposed_transfer_ns",
+    "algbw_gbps", "busbw_gbps", "ranks", "group_size", "last_arrival",
+    "instance_transfer_ns", "instance_algbw_gbps", "instance_busbw_gbps",
+)
+STRAGGLER_COLUMNS = ("rank", "last_arrivals", "mean_lateness_ns", "collectives")
+UNMATCHED_COLUMNS = ("rank", "group", "collective", "op", "reason", "count")
+
+
+class CollectiveReport(NamedTuple):
+    collectives: pd.DataFrame
+    """COLLECTIVE_COLUMNS; one row per (collective instance, rank); times aligned."""
+    stragglers: pd.DataFrame
+    """STRAGGLER_COLUMNS, worst first."""
+    unmatched: pd.DataFrame
+    """UNMATCHED_COLUMNS: comm events in no cross-rank collective, counted by reason."""
+    clock_offsets_ns: dict[int, int]
+    diagnoses: list[str]
+
+
+def busbw_factor(collective: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """nccl-tests' bus bandwidth factor per collective type and group size."""
+    n = np.asarray(n, dtype=np.float64)
+    coll = np.asarray(collective, dtype=object)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = (n - 1) / n
+    factor = np.full(n.shape, np.nan)
+    factor[coll == "all_reduce"] = 2 * share[coll == "all_reduce"]
+    spread = np.isin(coll, ("all_gather", "reduce_scatter", "all_to_all"))
+    factor[spread] = share[spread]
+    factor[np.isin(coll, ("broadcast", "reduce", "send", "recv", "send_recv"))] = 1.0
+    return factor
+
+
+def analyze_collectives(tables: Mapping[int, pd.DataFrame],
+                        windows: Mapping[int, pd.DataFrame] | None = None, *,
+                        group_sizes: Mapping[str, int] | None = None,
+                        groups_of: Mapping[int, Mapping[str, str]] | None = None,
+                        config: MatchConfig = MatchConfig()) -> CollectiveReport:
+    """Match every rank's comm across ranks and measure each collective on each rank.
+
+    tables: rank -> event table. windows: rank -> step windows (step, start_ns, end_ns); exposed time
+    is counted inside them (whole trace when absent). group_sizes: process group name -> size, for
+    busbw (default: the number of ranks the collective was matched on). groups_of: rank -> {family:
+    process group name} (groups.rank_groups), to place comm that names no group (gloo) in its group.
+    """
+    ranks = sorted(int(r) for r in tables)
+    comm = pd.concat([comm_rows(tables[r]) for r in ranks], ignore_index=True)
+    if len(ranks) < 2 or comm["rank"].nunique() < 2:
+        # One rank: nothing to match, and no clock to align against.
+        empty = _empty(COLLECTIVE_COLUMNS)
+        return CollectiveReport(empty, stragglers(empty), _unmatched_counts(comm.iloc[:0]),
+                                {r: 0 for r in ranks}, [])
+    if groups_of:
+        comm = infer_groups(comm, groups_of)
+    matched = match_collectives(comm, config, ranks)
+    offsets = matched.clock.offsets_ns
+    rows = _wait_transfer(matched.rows, offsets)
+    rows = _exposed(rows, tables, windows)
+    rows = _bandwidth(rows, group_sizes or {})
+    out = rows.sort_values(["instance_start_ns", "instance", "rank"], kind="stable")
+    out["instance"] = pd.factorize(out["instance"])[0].astype(np.int64)
+    out = out[list(COLLECTIVE_COLUMNS)].reset_index(drop=True)
+    strag = stragglers(out)
+    unmatched = _unmatched_counts(matched.unmatched)
+    notes = diagnose(out, strag, unmatched, matched.clock.unaligned, len(comm))
+    unknown = out[(out["group"] == "") & (out["ranks"] > 2)]
+    if len(group_sizes or {}) > 1 and len(unknown):
+        # gloo records no process group: with several groups, ranks of different groups look alike.
+        notes.append(f"{unknown['instance'].nunique()} collectives name no process group while the run has "
+                     f"{len(group_sizes)}: they were matched across every rank that ran them, "
+                     "which mixes groups in 2-D layouts")
+    return CollectiveReport(out, strag, unmatched, offsets, notes)
+
+
+def _empty(columns: tuple[str, ...]) -> pd.DataFrame:
+    text = {"group", "collective", "op", "match"}
+    return pd.DataFrame({c: pd.Series(dtype=object if c in text else bool if c == "last_arrival"
+                                      else np.float64 if c.endswith("_gbps") else np.int64) for c in columns})
+
+
+def _wait_transfer(rows: pd.DataFrame, offsets: Mapping[int, int]) -> pd.DataFrame:
+    rows = rows.copy()
+    off = rows["rank"].map(offsets).fillna(0).to_numpy(np.int64)
+    rows["recorded_start_ns"] = rows["start_ns"].to_numpy(np.int64)
+    rows["recorded_end_ns"] = rows["end_ns"].to_numpy(np.int64)
+    rows["start_ns"] = rows["recorded_start_ns"] + off
+    rows["end_ns"] = rows["recorded_end_ns"] + off
+    inst = rows.groupby("instance")
+    rows["last_start_ns"] = inst["start_ns"].transform("max")
+    rows["instance_start_ns"] = inst["start_ns"].transform("min")
+    rows["ranks"] = inst["rank"].transform("size").astype(np.int64)
+    start, end, last = rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy(), rows["last_start_ns"].to_numpy()
+    rows["wait_ns"] = np.maximum(np.minimum(end, last) - start, 0)
+    rows["transfer_ns"] = np.maximum(end - np.maximum(start, last), 0)
+    # The last rank to arrive: unique latest start in a collective of >= 2 ranks (ties: nobody).
+    latest = start == last
+    n_latest = pd.Series(latest).groupby(rows["instance"].to_numpy()).transform("sum").to_numpy()
+    rows["last_arrival"] = latest & (n_latest == 1) & (rows["ranks"].to_numpy() >= 2)
+    # Without recorded sequence numbers, the ordinal of the collective in its stream.
+    rows["seq"] = np.where(rows["seq"].to_numpy() >= 0, rows["seq"].to_numpy(), rows["label"].to_numpy())
+    return rows
+
+
+def _exposed(rows: pd.DataFrame, tables: Mapping[int, pd.DataFrame],
+             windows: Mapping[int, pd.DataFrame] | None) -> pd.DataFrame:
+    rows = rows.copy()
+    rows["exposed_wait_ns"] = np.int64(0)
+    rows["exposed_transfer_ns"] = np.int64(0)
+    for rank, sub in rows.groupby("rank"):
+        events = tables[int(rank)]
+        compute = lane_sets(events)["compute"]
+        if windows is not None and int(rank) in windows:
+            w = windows[int(rank)]
+            inside = iv.merge(w["start_ns"].to_numpy(np.int64), w["end_ns"].to_numpy(np.int64))
+        else:
+            inside = iv.merge(np.array([events["start_ns"].min()]), np.array([events["end_ns"].max()]))
+        uncovered = iv.difference(inside, compute)
+        # In the rank's own recorded time: compute and comm share its clock.
+        s = sub["recorded_start_ns"].to_numpy(np.int64)
+        e = sub["recorded_end_ns"].to_numpy(np.int64)
+        split = np.clip(sub["last_start_ns"].to_numpy(np.int64) - (sub["start_ns"].to_numpy() - s), s, e)
+        rows.loc[sub.index, "exposed_wait_ns"] = iv.overlap_lengths(s, split, uncovered)
+        rows.loc[sub.index, "exposed_transfer_ns"] = iv.overlap_lengths(split, e, uncovered)
+    return rows
+
+
+def _bandwidth(rows: pd.DataFrame, group_sizes: Mapping[str, int]) -> pd.DataFrame:
+    rows = rows.copy()
+    inst = rows.groupby("instance")
+    # S: the whole tensor (the reader stores it so for all_gather / reduce_scatter); ranks agree.
+    nbytes = inst["bytes"].transform("max").to_numpy(np.int64)
+    rows["bytes"] = nbytes
+    sizes = rows["group"].map(lambda g: group_sizes.get(g, 0)).to_numpy(np.int64)
+    rows["group_size"] = np.where(sizes > 0, sizes, rows["ranks"].to_numpy())
+    rows["instance_transfer_ns"] = inst["transfer_ns"].transform("max").to_numpy(np.int64)
+    factor = busbw_factor(rows["collective"].to_numpy(object), rows["group_size"].to_numpy())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        valid = nbytes > 0
+        own = np.where(valid & (rows["transfer_ns"].to_numpy() > 0), nbytes / rows["transfer_ns"].to_numpy(), np.nan)
+        whole = np.where(valid & (rows["instance_transfer_ns"].to_numpy() > 0),
+                         nbytes / rows["instance_transfer_ns"].to_numpy(), np.nan)
+    rows["algbw_gbps"], rows["busbw_gbps"] = own, own * factor
+    rows["instance_algbw_gbps"], rows["instance_busbw_gbps"] = whole, whole * factor
+    return rows
+
+
+def stragglers(collectives: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: unique last arrivals and mean lateness (own start - earliest start), collectives of >= 2 ranks.
+
+    p2p is left out: in a pipeline the receiver posts first by design, and its cost is the bubble's.
+    """
+    multi = collectives[(collectives["ranks"].to_numpy() >= 2) & ~collectives["collective"].isin(P2P).to_numpy()]
+    if multi.empty:
+        return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in STRAGGLER_COLUMNS}).astype(
+            {"mean_lateness_ns": np.float64})
+    earliest = multi.groupby("instance")["start_ns"].transform("min")
+    frame = multi.assign(lateness_ns=multi["start_ns"] - earliest)
+    out = frame.groupby("rank").agg(last_arrivals=("last_arrival", "sum"), mean_lateness_ns=("lateness_ns", "mean"),
+                                    collectives=("instance", "size")).reset_index()
+    out = out.astype({"rank": np.int64, "last_arrivals": np.int64, "collectives": np.int64})
+    return out.sort_values(["last_arrivals", "mean_lateness_ns", "rank"], ascending=[False, False, True],
+                           kind="stable").reset_index(drop=True)[list(STRAGGLER_COLUMNS)]
+
+
+def _unmatched_counts(unmatched: pd.DataFrame) -> pd.DataFrame:
+    if unmatched.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in UNMATCHED_COLUMNS}).astype(
+            {"rank": np.int64, "count": np.int64})
+    out = unmatched.groupby(["rank", "group", "collective", "op", "reason"], sort=True).size()
+    return out.rename("count").reset_index().astype({"rank": np.int64, "count": np.int64})
+
+
+def diagnose(collectives: pd.DataFrame, strag: pd.DataFrame, unmatched: pd.DataFrame,
+             unaligned: list[int], n_comm: int) -> list[str]:
+    notes: list[str] = []
+    with_last = int(strag["last_arrivals"].sum()) if len(strag) else 0
+    if len(strag) and with_last >= 3:
+        top = strag.iloc[0]
+        # Chance gives each of n ranks 1/n of the last arrivals; flag a rank with twice its share
+        # (three quarters at most, so two ranks need a clear pattern).
+        share = min(0.75, 2 / len(strag))
+        if top["last_arrivals"] >= share * with_last:
+            notes.append(f"rank {int(top['rank'])} arrives last at {int(top['last_arrivals'])} of {with_last} "
+                         f"collectives ({top['mean_lateness_ns'] / 1e6:.3g} ms late on average): it is the straggler")
+    waits = collectives.loc[~collectives["collective"].isin(P2P), ["exposed_wait_ns", "exposed_transfer_ns"]].sum()
+    if waits.sum() > 0 and waits["exposed_wait_ns"] > waits["exposed_transfer_ns"]:
+        notes.append(f"{100 * waits['exposed_wait_ns'] / waits.sum():.0f}% of exposed matched comm is waiting for "
+                     "other ranks, not transfer: fix the imbalance before the network")
+    if len(unmatched):
+        lost = int(unmatched["count"].sum())
+        why = unmatched.groupby("reason")["count"].sum().sort_values(ascending=False)
+        notes.append(f"{lost} of {n_comm} comm events could not be matched across ranks: "
+                     + "; ".join(f"{int(c)} {r}" for r, c in why.items()))
+    if unaligned:
+        notes.append(f"ranks {', '.join(map(str, unaligned))} share no matched collective with the others: "
+                     "their clocks are used as recorded")
+    return notes
+
+
+def design_records(collectives: pd.DataFrame) -> list[dict]:
+    """The JSON `collectives` section of DESIGN.md: one object per collective, its ranks keyed by rank.
+
+    {group, seq, collective, op, match, bytes, ranks: {"<rank>": {start_ns, end_ns, wait_ns, transfer_ns,
+    exposed_wait_ns, exposed_transfer_ns}}, transfer_ns, algbw_gbps, busbw_gbps} - bandwidth over the
+    slowest rank's transfer. NaN becomes None.
+    """
+    out: list[dict] = []
+    if collectives.empty:
+        return out
+    per_rank = ("start_ns", "end_ns", "wait_ns", "transfer_ns", "exposed_wait_ns", "exposed_transfer_ns")
+
+    def num(v):
+        f = float(v)
+        return None if np.isnan(f) else f
+
+    for _, sub in collectives.groupby("instance", sort=True):
+        first = sub.iloc[0]
+        out.append({
+            "group": str(first["group"]), "seq": int(first["seq"]), "collective": str(first["collective"]),
+            "op": str(first["op"]), "match": str(first["match"]), "bytes": int(first["bytes"]),
+            "ranks": {str(int(r[0])): {k: int(v) for k, v in zip(per_rank, r[1:])}
+                      for r in sub[["rank", *per_rank]].itertuples(index=False, name=None)},
+            "transfer_ns": int(first["instance_transfer_ns"]),
+            "algbw_gbps": num(first["instance_algbw_gbps"]), "busbw_gbps": num(first["instance_busbw_gbps"]),
+        })
+    return out

@@ -1,0 +1,79 @@
+"""The cross-rank and "why" sections of `analyze`: collectives, clock offsets, prefetch gaps, bubbles.
+
+One entry point so `analyze` wires them with one call; each analyzer stays a pure function of event
+tables and step windows.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pandas as pd
+
+from ..ingest.table import Run
+from .bubbles import pipeline_bubbles
+from .collectives import analyze_collectives
+from .groups import rank_groups
+from .prefetch import diagnose as prefetch_diagnoses
+from .prefetch import prefetch_gaps
+
+
+def group_sizes(run: Run) -> dict[str, int]:
+    """Process group name -> size, from the traces' pg_config (Kineto distributedInfo)."""
+    sizes: dict[str, int] = {}
+    for trace in run.ranks:
+        for pg in trace.meta.get("pg_config") or []:
+            if not isinstance(pg, dict) or pg.get("pg_name") is None:
+                continue
+            ranks = pg.get("ranks")
+            size = len(ranks) if isinstance(ranks, list) and ranks else pg.get("pg_size")
+            if isinstance(size, int) and size > 0:
+                sizes[str(pg["pg_name"])] = size
+    return sizes
+
+
+def cross_rank_sections(run: Run, windows: Mapping[int, pd.DataFrame]) -> dict[str, Any]:
+    """Keyword arguments for `Analysis`: collectives, stragglers, unmatched, clock_offsets_ns,
+    prefetch, bubbles, pipeline_spans, diagnoses."""
+    tables = {t.rank: t.events for t in run.ranks}
+    groups_of = rank_groups((t.rank, t.meta.get("pg_config") or []) for t in run.ranks)
+    coll = analyze_collectives(tables, windows, group_sizes=group_sizes(run), groups_of=groups_of)
+    prefetch = pd.concat([prefetch_gaps(tables[r], windows[r]) for r in sorted(tables)], ignore_index=True)
+    bubbles, spans, bubble_notes = pipeline_bubbles(tables, windows, run.manifest)
+    return {
+        "collectives": coll.collectives, "stragglers": coll.stragglers, "unmatched": coll.unmatched,
+        "clock_offsets_ns": coll.clock_offsets_ns, "prefetch": prefetch, "bubbles": bubbles,
+        "pipeline_spans": spans,
+        "diagnoses": coll.diagnoses + prefetch_diagnoses(prefetch) + bubble_notes,
+    }
+
+
+def collective_summary(collectives: pd.DataFrame) -> pd.DataFrame:
+    """Per (group, collective, op) over all ranks: collectives, rows, wait/transfer and their exposed
+    parts (ns, summed), median per-collective busbw. Worst exposed first."""
+    cols = ["group", "collective", "op", "collectives", "rows", "wait_ns", "transfer_ns", "exposed_wait_ns",
+            "exposed_transfer_ns", "median_busbw_gbps"]
+    if collectives.empty:
+        return pd.DataFrame(columns=cols)
+    g = collectives.groupby(["group", "collective", "op"], as_index=False, observed=True)
+    out = g.agg(collectives=("instance", "nunique"), rows=("rank", "size"), wait_ns=("wait_ns", "sum"),
+                transfer_ns=("transfer_ns", "sum"), exposed_wait_ns=("exposed_wait_ns", "sum"),
+                exposed_transfer_ns=("exposed_transfer_ns", "sum"),
+                median_busbw_gbps=("instance_busbw_gbps", "median"))
+    exposed = out["exposed_wait_ns"] + out["exposed_transfer_ns"]
+    return out.assign(_e=exposed).sort_values(["_e", "group"], ascending=[False, True], kind="stable") \
+        .drop(columns="_e").reset_index(drop=True)[cols]
+
+
+def bubble_summary(bubbles: pd.DataFrame) -> pd.DataFrame:
+    """Per stage (rank) over its steps: steps, window_ns, bubble_ns, bubble_pct (from the sums), theory_pct,
+    schedule, stages, microbatches, chunks."""
+    cols = ["rank", "steps", "window_ns", "bubble_ns", "bubble_pct", "theory_pct", "schedule", "stages",
+            "microbatches", "chunks"]
+    if bubbles.empty:
+        return pd.DataFrame(columns=cols)
+    out = bubbles.groupby("rank", as_index=False).agg(
+        steps=("step", "size"), window_ns=("window_ns", "sum"), bubble_ns=("bubble_ns", "sum"),
+        theory_pct=("theory_pct", "first"), schedule=("schedule", "first"), stages=("stages", "first"),
+        microbatches=("microbatches", "first"), chunks=("chunks", "first"))
+    out["bubble_pct"] = 100.0 * out["bubble_ns"] / out["window_ns"].where(out["window_ns"] > 0)
+    return out[cols]

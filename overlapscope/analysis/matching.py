@@ -1,0 +1,250 @@
+"""Cross-rank matching: which comm events on different ranks are one collective (DESIGN.md "Wait vs transfer").
+
+A stream is the comm of one (process group, collective type, launching op) on every rank; the op is
+the innermost `nccl:*` / `c10d::*` range around the launch, which names what torch asked for when the
+kernel name does not (all-to-alls and all-reduces that run as `SendRecv` kernels). Within a stream:
+
+1. by sequence number, when every event carries one (`seq` >= 0);
+2. else by order of launch on each rank, when every rank has the same count and sizes agree;
+3. else - or when an order match is impossible in time, some rank finishing before another started
+   (after clock alignment) - by time: pair each rank's events with the reference rank's (the rank with
+   most events) whose aligned end is the mutual nearest and within tolerance. This is what recovers
+   traces with missing events (event-sampled traces, profiling windows that cut a stream).
+
+p2p: a send and its recv form one collective of a 2-rank group; without a peer column the pairing is
+only known when exactly two ranks of the group do p2p (sends of a pair with the recvs of the other).
+They match by order only: gloo's buffered send can end before its recv even starts (seen in real CPU
+pipeline traces), so neither the in-time check nor the clock estimate uses them.
+Clock offsets are estimated twice: from the seq/order matches (a median, so a few wrong pairs do not
+move it), then from all final matches.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from . import intervals as iv
+from .clock import ClockOffsets, estimate_offsets
+
+P2P = ("send", "recv")
+# Launching ranges that name the operation torch performed (not the model part that asked for it).
+OP_PREFIXES = ("nccl:", "c10d::")
+
+COMM_COLUMNS = ("rank", "row", "group", "collective", "op", "bytes", "seq",
+                "start_ns", "end_ns", "order_ns", "step")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatchConfig:
+    end_tolerance_ns: int = 1_000_000
+    """Matching by time: two ranks' aligned ends of one collective may differ by this much..."""
+    end_tolerance_frac: float = 0.25
+    """...or by this fraction of the shorter of the two durations, whichever is larger (CPU
+    collectives under load have tails of milliseconds)."""
+
+    def __post_init__(self) -> None:
+        if self.end_tolerance_ns < 0 or not 0 <= self.end_tolerance_frac <= 1:
+            raise ValueError("end_tolerance_ns must be >= 0 and end_tolerance_frac in [0, 1]")
+
+
+class Matched(NamedTuple):
+    rows: pd.DataFrame
+    """Matched comm events: COMM_COLUMNS + key, label (the instance's seq or ordinal in its stream),
+    instance, match ("seq", "order", "time")."""
+    unmatched: pd.DataFrame
+    """Comm events in no collective: COMM_COLUMNS + key, reason."""
+    clock: ClockOffsets
+
+
+def comm_rows(events: pd.DataFrame) -> pd.DataFrame:
+    """The comm events of one rank's table with their launching op and order key (COMM_COLUMNS)."""
+    kind = events["kind"].to_numpy()
+    rows = np.flatnonzero(kind == "comm")
+    names = events["name"].astype(str).to_numpy()
+    is_op = np.isin(kind, ("annotation", "cpu_op"))
+    for_op = np.zeros(len(events), dtype=bool)
+    if is_op.any():
+        op_names = names[is_op].astype(str)
+        for_op[is_op] = np.logical_or.reduce([np.char.startswith(op_names, p) for p in OP_PREFIXES])
+    ann = np.flatnonzero(for_op)
+    launch_ns = events["launch_ns"].to_numpy(np.int64)[rows]
+    found = iv.innermost_containing(
+        events["lane"].astype(str).to_numpy()[ann], events["start_ns"].to_numpy(np.int64)[ann],
+        events["end_ns"].to_numpy(np.int64)[ann], events["launch_lane"].astype(str).to_numpy()[rows], launch_ns)
+    op = np.where(found >= 0, names[ann[np.maximum(found, 0)]] if ann.size else "", "")
+    start = events["start_ns"].to_numpy(np.int64)[rows]
+    return pd.DataFrame({
+        "rank": events["rank"].to_numpy(np.int64)[rows],
+        "row": rows.astype(np.int64),
+        "group": events["group"].astype(str).to_numpy()[rows],
+        "collective": events["collective"].astype(str).to_numpy()[rows],
+        "op": op.astype(object),
+        "bytes": events["bytes"].to_numpy(np.int64)[rows],
+        "seq": events["seq"].to_numpy(np.int64)[rows],
+        "start_ns": start,
+        "end_ns": events["end_ns"].to_numpy(np.int64)[rows],
+        # Issue order: the launch on the CPU (same program order on every rank), else the start.
+        "order_ns": np.where(launch_ns >= 0, launch_ns, start),
+        "step": events["step"].to_numpy(np.int64)[rows],
+    })
+
+
+def stream_keys(comm: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(key, reason) per comm row; reason is non-empty where no stream can hold the row."""
+    group = comm["group"].to_numpy(object).astype(str)
+    coll = comm["collective"].to_numpy(object).astype(str)
+    key = np.char.add(np.char.add(np.char.add(group, "|"), np.char.add(coll, "|")), comm["op"].to_numpy(object).astype(str))
+    key = key.astype(object)
+    reason = np.full(len(comm), "", dtype=object)
+    p2p = np.isin(coll, P2P)
+    if p2p.any():
+        rank = comm["rank"].to_numpy(np.int64)
+        for g in np.unique(group[p2p]):
+            sel = p2p & (group == g)
+            peers = np.unique(rank[sel])
+            if peers.size != 2:
+                reason[sel] = f"p2p peer unknown ({peers.size} ranks of the group do p2p)"
+                continue
+            other = np.where(rank[sel] == peers[0], peers[1], peers[0])
+            src = np.where(coll[sel] == "send", rank[sel], other)
+            dst = np.where(coll[sel] == "send", other, rank[sel])
+            key[sel] = np.char.add(np.char.add(f"{g}|p2p|", src.astype(str)),
+                                   np.char.add("->", dst.astype(str))).astype(object)
+    return key, reason
+
+
+def match_collectives(comm: pd.DataFrame, config: MatchConfig = MatchConfig(),
+                      ranks: list[int] | None = None) -> Matched:
+    """Assign every comm row (from `comm_rows` of all ranks, concatenated) to a collective instance."""
+    comm = comm.reset_index(drop=True).copy()
+    comm["key"], reason = stream_keys(comm)
+    comm["label"] = -1
+    comm["match"] = ""
+    comm["reason"] = reason
+    comm = comm.sort_values(["key", "rank", "order_ns", "start_ns"], kind="stable").reset_index(drop=True)
+    comm["pos"] = comm.groupby(["key", "rank"], sort=False).cumcount().astype(np.int64)
+
+    pending: list[str] = []
+    for key, sub in comm[comm["reason"] == ""].groupby("key", sort=False):
+        _match_by_seq_or_order(comm, key, sub, pending)
+    clock = estimate_offsets(_instances(comm), ranks)
+    # An order match where some rank ended before another started is not one collective.
+    pending += _impossible_keys(comm, clock.offsets_ns)
+    for key in pending:
+        sel = (comm["key"] == key).to_numpy()
+        comm.loc[sel, "label"] = -1
+        comm.loc[sel, "match"] = ""
+        _match_by_time(comm, key, clock.offsets_ns, config)
+    clock = estimate_offsets(_instances(comm), ranks)
+
+    matched = comm["label"].to_numpy() >= 0
+    # A sequence number seen on one rank only is no cross-rank collective.
+    alone = matched & (comm.groupby(["key", "label"])["rank"].transform("size").to_numpy() < 2)
+    comm.loc[alone, "reason"] = "no other rank has this sequence number"
+    matched &= ~alone
+    rows = comm[matched].copy()
+    rows["instance"] = _instance_ids(rows)
+    unmatched = comm[~matched].copy()
+    unmatched.loc[unmatched["reason"] == "", "reason"] = "no other rank has this collective"
+    return Matched(rows.drop(columns=["pos", "reason"]).reset_index(drop=True),
+                   unmatched.drop(columns=["label", "pos", "match"]).reset_index(drop=True), clock)
+
+
+def _match_by_seq_or_order(comm: pd.DataFrame, key: str, sub: pd.DataFrame, pending: list[str]) -> None:
+    if sub["rank"].nunique() < 2:
+        comm.loc[sub.index, "reason"] = "no other rank has this collective"
+        return
+    seq = sub["seq"].to_numpy()
+    if (seq >= 0).all():
+        dup = sub.duplicated(["rank", "seq"]).to_numpy()
+        comm.loc[sub.index[dup], "reason"] = "sequence number repeated on its rank"
+        comm.loc[sub.index[~dup], "label"] = seq[~dup]
+        comm.loc[sub.index[~dup], "match"] = "seq"
+        return
+    counts = sub.groupby("rank").size()
+    nbytes = sub["bytes"].where(sub["bytes"] >= 0)
+    sizes_agree = bool((nbytes.groupby(sub["pos"]).nunique() <= 1).all())
+    if counts.nunique() == 1 and sizes_agree:
+        comm.loc[sub.index, "label"] = sub["pos"].to_numpy()
+        comm.loc[sub.index, "match"] = "order"
+    else:
+        pending.append(key)
+
+
+def _instances(comm: pd.DataFrame) -> pd.DataFrame:
+    """Matched ends that tie clocks together: p2p is left out (an eager send ends before its recv)."""
+    m = comm[(comm["label"].to_numpy() >= 0) & ~_is_p2p(comm)]
+    return pd.DataFrame({"instance": _instance_ids(m), "rank": m["rank"].to_numpy(),
+                         "start_ns": m["start_ns"].to_numpy(), "end_ns": m["end_ns"].to_numpy()})
+
+
+def _instance_ids(m: pd.DataFrame) -> np.ndarray:
+    if m.empty:
+        return np.empty(0, np.int64)
+    return m.groupby(["key", "label"], sort=False).ngroup().to_numpy(np.int64)
+
+
+def _is_p2p(comm: pd.DataFrame) -> np.ndarray:
+    return comm["key"].astype(str).str.contains("|p2p|", regex=False).to_numpy()
+
+
+def _impossible_keys(comm: pd.DataFrame, offsets: Mapping[int, int]) -> list[str]:
+    # Only collectives need every rank present at once; a buffered send may end before the recv starts.
+    m = comm[(comm["match"] == "order").to_numpy() & ~_is_p2p(comm)]
+    if m.empty:
+        return []
+    off = m["rank"].map(offsets).fillna(0).to_numpy(np.int64)
+    aligned = m.assign(s=m["start_ns"].to_numpy() + off, e=m["end_ns"].to_numpy() + off)
+    per = aligned.groupby(["key", "label"]).agg(last_start=("s", "max"), first_end=("e", "min"))
+    bad = per[per["last_start"] > per["first_end"]]
+    return sorted(set(bad.index.get_level_values("key")))
+
+
+def _match_by_time(comm: pd.DataFrame, key: str, offsets: Mapping[int, int], config: MatchConfig) -> None:
+    sub = comm[(comm["key"] == key).to_numpy()]
+    counts = sub.groupby("rank").size()
+    ref = int(counts[counts == counts.max()].index.min())
+    a = sub[sub["rank"] == ref]
+    a_off = offsets.get(ref, 0)
+    a_s, a_e = a["start_ns"].to_numpy() + a_off, a["end_ns"].to_numpy() + a_off
+    order = np.argsort(a_e, kind="stable")
+    a_idx, a_s, a_e, a_b = a.index.to_numpy()[order], a_s[order], a_e[order], a["bytes"].to_numpy()[order]
+    a_pos = a["pos"].to_numpy()[order]
+    partnered = np.zeros(a_idx.size, dtype=bool)
+    for r, b in sub[sub["rank"] != ref].groupby("rank"):
+        off = offsets.get(int(r), 0)
+        b = b.iloc[np.argsort(b["end_ns"].to_numpy(), kind="stable")]
+        b_s, b_e = b["start_ns"].to_numpy() + off, b["end_ns"].to_numpy() + off
+        j = _nearest(a_e, b_e)          # ref event nearest to each b
+        i_of_j = _nearest(b_e, a_e)     # b event nearest to each ref event
+        mutual = i_of_j[j] == np.arange(b_e.size)
+        tol = np.maximum(config.end_tolerance_ns, config.end_tolerance_frac *
+                         np.minimum(a_e[j] - a_s[j], b_e - b_s))
+        close = np.abs(a_e[j] - b_e) <= tol
+        together = np.maximum(a_s[j], b_s) <= np.minimum(a_e[j], b_e)
+        b_bytes = b["bytes"].to_numpy()
+        same_size = (a_b[j] < 0) | (b_bytes < 0) | (a_b[j] == b_bytes)
+        ok = mutual & close & together & same_size
+        idx = b.index.to_numpy()
+        comm.loc[idx[ok], "label"] = a_pos[j[ok]]
+        comm.loc[idx[ok], "match"] = "time"
+        comm.loc[idx[~ok], "reason"] = np.where(
+            (mutual & close & together)[~ok], f"size differs from rank {ref}",
+            f"no collective on rank {ref} ends with it")
+        partnered[j[ok]] = True
+    comm.loc[a_idx[partnered], "label"] = a_pos[partnered]
+    comm.loc[a_idx[partnered], "match"] = "time"
+    comm.loc[a_idx[~partnered], "reason"] = "no collective on another rank ends with it"
+
+
+def _nearest(sorted_values: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Index of the nearest sorted value to each query (ties to the earlier)."""
+    i = np.clip(np.searchsorted(sorted_values, queries), 1, max(sorted_values.size - 1, 1))
+    if sorted_values.size == 1:
+        return np.zeros(queries.size, dtype=np.int64)
+    left = sorted_values[i - 1]
+    right = sorted_values[i]
+    return np.where(queries - left <= right - queries, i - 1, i).astype(np.int64)

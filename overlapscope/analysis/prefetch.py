@@ -1,0 +1,191 @@
+"""FSDP prefetch gaps (DESIGN.md "Prefetch gap"): is each unit's all-gather done before its compute needs it?
+
+Per unit (the fqn in `FSDP::all_gather (fqn)`), pass and step. The unit's all-gather is the comm
+launched inside its latest `FSDP::all_gather (fqn)` range before it is used (on a GPU the NCCL kernel,
+tied to the range through its launch; on CPU the gloo transfer, tied to the main-thread c10d op that
+enqueued it). Its first compute is the all-gather copy-out: the first compute launched inside
+`FSDP::all_gather_copy_out (fqn)` within `FSDP::pre_forward|pre_backward (fqn)` (or, without a
+copy-out label, the first compute launched in that range after the all-gather was issued).
+prev_end = the latest end of a non-empty compute interval ending at or before the copy-out start, but
+not before the window start; prefetch_gap_ns = |[prev_end, all-gather end) \\ C|: time the compute lane
+sat idle waiting for this all-gather. lead_ns = copy-out start - all-gather start.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from . import intervals as iv
+from .overlap import lane_sets
+
+PREFETCH_COLUMNS = ("rank", "step", "unit", "pass", "prefetch_gap_ns", "lead_ns",
+                    "all_gather_start_ns", "all_gather_end_ns", "first_compute_ns", "prev_end_ns")
+# torch's FSDPParamGroup._with_fqn: "FSDP::<label>", then " (<fqn>)" unless the root module, then
+# " [pg=<n>]" when a module has several parameter groups (2-D meshes).
+_LABEL = re.compile(r"^FSDP::(all_gather|all_gather_copy_out|pre_forward|pre_backward)(?: \((.*)\))?(?: \[pg=\d+\])?$")
+ROOT_UNIT = "(root)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrefetchConfig:
+    min_gap_ns: int = 10_000
+    """A pass whose late all-gathers average less than this gets no diagnosis (scheduling noise)."""
+
+
+def _labels(events: pd.DataFrame) -> pd.DataFrame:
+    """FSDP ranges: label (all_gather, all_gather_copy_out, pre_forward, pre_backward), unit, lane, start, end."""
+    names = events["name"].astype(str).to_numpy()
+    is_ann = np.isin(events["kind"].to_numpy(), ("annotation", "cpu_op"))
+    uniq, inverse = np.unique(names, return_inverse=True)
+    parsed = [_LABEL.match(u) for u in uniq]
+    label_u = np.array([m.group(1) if m else "" for m in parsed], dtype=object)
+    unit_u = np.array([(m.group(2) or ROOT_UNIT) if m else "" for m in parsed], dtype=object)
+    sel = is_ann & (label_u[inverse] != "")
+    return pd.DataFrame({
+        "label": label_u[inverse][sel], "unit": unit_u[inverse][sel],
+        "lane": events["lane"].astype(str).to_numpy()[sel],
+        "start_ns": events["start_ns"].to_numpy(np.int64)[sel], "end_ns": events["end_ns"].to_numpy(np.int64)[sel],
+    })
+
+
+def _latest_before(keys: np.ndarray, times: np.ndarray, q_keys: np.ndarray, q_times: np.ndarray,
+                   side: str = "left") -> np.ndarray:
+    """Per query, the index of the latest item with the same key and time < q_time (side="left") or
+    <= q_time (side="right"); -1 if none. Loops over distinct keys only."""
+    out = np.full(q_times.shape, -1, dtype=np.int64)
+    for k in np.intersect1d(np.unique(keys), np.unique(q_keys)):
+        items = np.flatnonzero(keys == k)
+        items = items[np.argsort(times[items], kind="stable")]
+        qs = np.flatnonzero(q_keys == k)
+        j = np.searchsorted(times[items], q_times[qs], side=side) - 1
+        ok = j >= 0
+        out[qs[ok]] = items[j[ok]]
+    return out
+
+
+def prefetch_gaps(events: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """One row per (unit, pass, use) of one rank: PREFETCH_COLUMNS."""
+    labels = _labels(events)
+    rank = int(events["rank"].iloc[0]) if len(events) else -1
+    ag = labels[labels["label"] == "all_gather"].reset_index(drop=True)
+    use = labels[labels["label"].isin(["pre_forward", "pre_backward"])].reset_index(drop=True)
+    if ag.empty or use.empty:
+        return _empty()
+    kind = events["kind"].to_numpy()
+    start = events["start_ns"].to_numpy(np.int64)
+    end = events["end_ns"].to_numpy(np.int64)
+    launch = events["launch_ns"].to_numpy(np.int64)
+    launch_lane = events["launch_lane"].astype(str).to_numpy()
+
+    # The comm launched inside each all-gather range (innermost among those ranges).
+    comm = np.flatnonzero(kind == "comm")
+    owner = iv.innermost_containing(ag["lane"].to_numpy(), ag["start_ns"].to_numpy(), ag["end_ns"].to_numpy(),
+                                    launch_lane[comm], launch[comm])
+    hit = owner >= 0
+    per_ag = pd.DataFrame({"ag": owner[hit], "s": start[comm][hit], "e": end[comm][hit]}).groupby("ag").agg(
+        ag_start=("s", "min"), ag_end=("e", "max"))
+    ag = ag.join(per_ag, how="inner")
+
+    # The all-gather a use consumes: the unit's latest all-gather range that began before the use ended.
+    chosen = _latest_before(ag["unit"].to_numpy(), ag["start_ns"].to_numpy(),
+                            use["unit"].to_numpy(), use["end_ns"].to_numpy())
+    use, chosen = use[chosen >= 0].reset_index(drop=True), chosen[chosen >= 0]
+    a = ag.iloc[chosen].reset_index(drop=True)
+
+    # Where the copy-out compute is searched: the copy-out range inside the use, else after the issue.
+    co = labels[labels["label"] == "all_gather_copy_out"].reset_index(drop=True)
+    c_idx = _latest_before(co["unit"].to_numpy(), co["start_ns"].to_numpy(),
+                           use["unit"].to_numpy(), use["end_ns"].to_numpy())
+    has_co = c_idx >= 0
+    has_co[has_co] = co["start_ns"].to_numpy()[c_idx[has_co]] >= use["start_ns"].to_numpy()[has_co]
+    lo = np.maximum(use["start_ns"].to_numpy(), np.where(a["start_ns"] >= use["start_ns"], a["end_ns"], 0))
+    hi = use["end_ns"].to_numpy().copy()
+    lo[has_co] = co["start_ns"].to_numpy()[c_idx[has_co]]
+    hi[has_co] = co["end_ns"].to_numpy()[c_idx[has_co]]
+
+    compute = np.flatnonzero((kind == "compute") & (end > start))
+    first = _latest_before(launch_lane[compute], -launch[compute], use["lane"].to_numpy(), -lo, side="right")
+    # _latest_before on negated times finds the earliest launch >= lo.
+    ok = first >= 0
+    ok[ok] = launch[compute[first[ok]]] < hi[ok]
+    use, a, first = use[ok].reset_index(drop=True), a[ok].reset_index(drop=True), compute[first[ok]]
+    first_ns = start[first]
+
+    c_set = lane_sets(events)["compute"]
+    ends_sorted = np.sort(end[compute])
+    k = np.searchsorted(ends_sorted, first_ns, side="right") - 1
+    w_start = windows["start_ns"].to_numpy(np.int64)
+    w_idx = np.clip(np.searchsorted(w_start, first_ns, side="right") - 1, 0, None)
+    prev_end = np.maximum(np.where(k >= 0, ends_sorted[np.maximum(k, 0)], w_start[w_idx]), w_start[w_idx])
+    ag_end = a["ag_end"].to_numpy(np.int64)
+    late = ag_end > prev_end
+    gap_end = np.where(late, ag_end, prev_end)
+    gap = (gap_end - prev_end) - iv.overlap_lengths(prev_end, gap_end, c_set)
+    out = pd.DataFrame({
+        "rank": np.full(len(use), rank, dtype=np.int64),
+        "step": windows["step"].to_numpy(np.int64)[w_idx] if len(windows) else events["step"].to_numpy()[first],
+        "unit": use["unit"].to_numpy(object),
+        "pass": np.where(use["label"].to_numpy() == "pre_forward", "forward", "backward").astype(object),
+        "prefetch_gap_ns": gap.astype(np.int64),
+        "lead_ns": (first_ns - a["ag_start"].to_numpy(np.int64)).astype(np.int64),
+        "all_gather_start_ns": a["ag_start"].to_numpy(np.int64),
+        "all_gather_end_ns": ag_end,
+        "first_compute_ns": first_ns,
+        "prev_end_ns": prev_end,
+    })
+    return out.sort_values("first_compute_ns", kind="stable").reset_index(drop=True)
+
+
+def _empty() -> pd.DataFrame:
+    types = {c: np.int64 for c in PREFETCH_COLUMNS}
+    types.update(unit=object, **{"pass": object})
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in types.items()})
+
+
+def worst_units(prefetch: pd.DataFrame, top: int = 10) -> pd.DataFrame:
+    """Units by mean prefetch gap over ranks and steps: unit, pass, count, mean/max gap, mean lead."""
+    if prefetch.empty:
+        return pd.DataFrame(columns=["unit", "pass", "count", "mean_gap_ns", "max_gap_ns", "mean_lead_ns"])
+    out = prefetch.groupby(["unit", "pass"], as_index=False).agg(
+        count=("prefetch_gap_ns", "size"), mean_gap_ns=("prefetch_gap_ns", "mean"),
+        max_gap_ns=("prefetch_gap_ns", "max"), mean_lead_ns=("lead_ns", "mean"))
+    return out.sort_values(["mean_gap_ns", "unit"], ascending=[False, True], kind="stable").head(top).reset_index(drop=True)
+
+
+def compress_units(units: list[str]) -> str:
+    """["layers.3", "layers.4", "layers.5", "norm"] -> "layers.3-5, norm"."""
+    numbered: dict[str, list[int]] = {}
+    plain: list[str] = []
+    for u in units:
+        m = re.match(r"^(.*?)(\d+)$", u)
+        if m:
+            numbered.setdefault(m.group(1), []).append(int(m.group(2)))
+        else:
+            plain.append(u)
+    parts = []
+    for prefix, nums in numbered.items():
+        nums = sorted(set(nums))
+        breaks = np.flatnonzero(np.diff(nums) != 1)
+        runs = np.split(np.array(nums), breaks + 1)
+        parts += [f"{prefix}{r[0]}" if r.size == 1 else f"{prefix}{r[0]}-{r[-1]}" for r in runs]
+    return ", ".join(parts + sorted(set(plain)))
+
+
+def diagnose(prefetch: pd.DataFrame, config: PrefetchConfig = PrefetchConfig()) -> list[str]:
+    """One line per pass whose all-gathers arrive late on average."""
+    notes = []
+    for pass_ in ("forward", "backward"):
+        rows = prefetch[(prefetch["pass"] == pass_) & (prefetch["prefetch_gap_ns"] > 0)]
+        if rows.empty or rows["prefetch_gap_ns"].mean() < config.min_gap_ns:
+            continue
+        per_unit = rows.groupby("unit")["prefetch_gap_ns"].mean()
+        units = [u for u in per_unit.index if per_unit[u] >= config.min_gap_ns]
+        label = compress_units(units)
+        if all(re.fullmatch(r"\d+(-\d+)?", p) for p in label.split(", ")):
+            label = f"unit{'s' if len(units) > 1 else ''} {label}"
+        notes.append(f"{pass_} all-gathers of {label} arrive {rows['prefetch_gap_ns'].mean() / 1e6:.3g} ms late "
+                     "on average: prefetch is not issued early enough")
+    return notes

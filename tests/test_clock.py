@@ -1,0 +1,75 @@
+"""Clock offsets from matched collective ends: median, chained through shared groups, unaligned reported."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from crossrank_tables import MS, US
+from overlapscope.analysis.clock import estimate_offsets, most_feasible
+
+
+def ends(rows: list[tuple[int, int, int]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["instance", "rank", "end_ns"])
+
+
+def test_offset_is_the_median_so_one_wrong_pair_cannot_move_it():
+    # rank 1 reads 2 ms behind; instance 3 is a wrong pair 50 ms off.
+    rows = [(i, 0, 10 * MS * i) for i in range(5)] + [(i, 1, 10 * MS * i - 2 * MS) for i in range(5)]
+    rows[8] = (3, 1, 30 * MS - 50 * MS)
+    clock = estimate_offsets(ends(rows))
+    assert clock.offsets_ns == {0: 0, 1: 2 * MS}
+    assert clock.pairs == {0: 0, 1: 5} and clock.unaligned == []
+
+
+def test_ranks_on_one_clock_come_out_zero_despite_tail_noise():
+    # the tail of a collective differs by a few µs per rank, symmetric around the common end
+    noise = [3, -2, 1, 0, -4, 2, -1]
+    rows = [(i, 0, i * MS) for i in range(7)] + [(i, 1, i * MS + n * US) for i, n in enumerate(noise)]
+    assert estimate_offsets(ends(rows)).offsets_ns == {0: 0, 1: 0}
+
+
+def test_rank_sharing_nothing_with_the_reference_is_chained_through_another():
+    # groups {0, 1} and {1, 2}: rank 2 is aligned through rank 1
+    rows = [(0, 0, 100 * MS), (0, 1, 100 * MS + 3 * MS), (1, 1, 200 * MS + 3 * MS), (1, 2, 200 * MS - 7 * MS),
+            (2, 1, 300 * MS + 3 * MS), (2, 2, 300 * MS - 7 * MS)]
+    clock = estimate_offsets(ends(rows))
+    assert clock.offsets_ns == {0: 0, 1: -3 * MS, 2: 7 * MS}
+    assert clock.pairs == {0: 0, 1: 1, 2: 2}
+
+
+def test_rank_without_matched_collectives_is_unaligned():
+    clock = estimate_offsets(ends([(0, 0, 5), (0, 1, 9)]), ranks=[0, 1, 3])
+    assert clock.offsets_ns == {0: 0, 1: -4, 3: 0}
+    assert clock.unaligned == [3]
+
+
+def test_reference_is_the_lowest_rank_present():
+    clock = estimate_offsets(ends([(0, 4, 1000), (0, 6, 1500)]))
+    assert clock.offsets_ns == {4: 0, 6: -500}
+
+
+def test_no_ranks_no_offsets():
+    assert estimate_offsets(ends([])).offsets_ns == {}
+
+
+def test_short_collectives_pin_the_offset_when_tails_are_long():
+    """Same clock; rank 1's long collectives end 3 ms after rank 0's (a loaded CPU's tail). The median
+    says -3 ms, but then the two 100 µs collectives could not have had both ranks inside at once:
+    the offset is clamped to the nearest value that keeps every collective possible, -100 µs."""
+    rows = []
+    for i in range(5):
+        t = 100 * MS * (i + 1)
+        rows += [(i, 0, t, t + 10 * MS), (i, 1, t, t + 13 * MS)]
+    for i, t in ((5, 700 * MS), (6, 800 * MS)):
+        rows += [(i, 0, t + 100 * US, t + 200 * US), (i, 1, t + 100 * US, t + 200 * US)]
+    frame = pd.DataFrame(rows, columns=["instance", "rank", "start_ns", "end_ns"])
+    assert estimate_offsets(frame).offsets_ns == {0: 0, 1: -100 * US}
+
+
+def test_most_feasible_ignores_a_minority_of_impossible_pairs():
+    lo = np.array([-5, -3, -4, 20], dtype=np.int64)
+    hi = np.array([5, 2, 1, 30], dtype=np.int64)
+    assert most_feasible(lo, hi, 10.0) == 1.0     # [-3, 1] holds three; the wrong pair [20, 30] loses
+    assert most_feasible(lo, hi, 0.0) == 0.0
+    assert most_feasible(np.array([0]), np.array([0]), 7.0) == 0.0
+    assert most_feasible(np.array([], np.int64), np.array([], np.int64), 7.0) == 7.0
