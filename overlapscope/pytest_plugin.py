@@ -102,25 +102,22 @@ class OverlapscopeGate:
     def profile_step(self, step_fn: Callable[[], Any], *, steps: int = 5, skip_first: int = 1,
                      name: str | None = None, metrics: Iterable[str] = DEFAULT_METRICS,
                      **thresholds: float) -> Verdict | None:
-        """Run `step_fn` skip_first + 1 + steps times in this process under torch.profiler, then check."""
+        """Run `step_fn` skip_first + 1 + steps times in this process under `overlapscope.capture`, then check."""
         import torch
-        from torch.profiler import ProfilerActivity, profile, schedule
+
+        from overlapscope.capture import capture
 
         if steps < 2:
             raise ValueError("profile_step needs at least 2 steps to compare per-step samples")
         self._require_baseline(name)
         out = Path(tempfile.mkdtemp(prefix="run-", dir=self._work_dir))
-        rank = _rank()
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
         # skip_first steps run unprofiled (warm-up), one more is the profiler's own warm-up, then `steps` recorded
-        with profile(activities=activities,
-                     schedule=schedule(skip_first=skip_first, wait=0, warmup=1, active=steps, repeat=1),
-                     on_trace_ready=lambda p: p.export_chrome_trace(str(out / f"rank{rank}.trace.json.gz"))) as prof:
+        with capture(out, steps=steps, skip_first=skip_first) as cap:
             for _ in range(skip_first + 1 + steps):
                 step_fn()
                 if torch.cuda.is_available():
                     torch.cuda.synchronize()
-                prof.step()
+                cap.step()
         return self.check_run(out, name=name, metrics=metrics, **thresholds)
 
     def profile_command(self, cmd: Sequence[str], *, steps: int = 5, skip_first: int = 1, name: str | None = None,
@@ -173,12 +170,6 @@ class OverlapscopeGate:
 
     def _log(self, line: str) -> None:
         self._config._overlapscope_log.append((self._request.node.nodeid, line))  # type: ignore[attr-defined]
-
-
-def _rank() -> int:
-    import torch.distributed as dist
-
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
 @pytest.fixture
