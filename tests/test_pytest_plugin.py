@@ -4,7 +4,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -92,38 +91,22 @@ def test_baseline_dir_from_ini_and_an_incompatible_baseline(inner):
     out.stdout.fnmatch_lines(["*overlapscope: *world size 1, but the baseline has 4: different runs*"])
 
 
-DDP_SCRIPT = '''
-import torch, torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
-
-torch.set_num_threads(1)
-dist.init_process_group("gloo")
-torch.manual_seed(0)
-model = DDP(torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(4)]))
-opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-x = torch.randn(32, 256)
-for _ in range(8):
-    opt.zero_grad()
-    model(x).sum().backward()
-    opt.step()
-dist.destroy_process_group()
-'''
-
-
-@pytest.mark.skipif(importlib.util.find_spec("overlapscope.capture") is None or shutil.which("torchrun") is None,
-                    reason="needs overlapscope.capture (the profile launcher) and torchrun")
+@pytest.mark.skipif(importlib.util.find_spec("overlapscope.capture") is None
+                    or importlib.util.find_spec("instrumented_models") is None,
+                    reason="needs overlapscope.capture (the profile launcher) and instrumented_models")
 def test_profile_command_with_torchrun(inner):
-    inner.makepyfile(ddp_train=DDP_SCRIPT)
-    inner.makepyfile(test_train=f'''
+    # the FSDP2 reference model, 2 ranks on CPU + gloo, 7 optimizer steps: 1 skipped, 1 warm-up, 3 recorded
+    inner.makepyfile(test_train='''
 import sys
 
-def test_ddp(overlapscope):
+def test_fsdp2(overlapscope):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "{inner.path / 'ddp_train.py'}"]
+           "-m", "instrumented_models.fsdp2", "--iters", "7", "--layers", "2"]
     overlapscope.profile_command(cmd, steps=3, skip_first=1, metrics=["exposed_comm"], max_increase_pct=300,
-                                 min_increase_ms=50)
+                                 min_increase_ms=500)
 ''')
     run(inner, "--overlapscope-update-baseline").assert_outcomes(passed=1)
-    doc = json.loads((inner.path / "overlapscope_baselines" / "test_ddp.json").read_text())
+    doc = json.loads((inner.path / "overlapscope_baselines" / "test_fsdp2.json").read_text())
     assert sorted(set(doc["steps"]["rank"])) == [0, 1] and doc["run"]["world_size"] == 2
+    assert doc["run"]["manifest"]["layout"]["parallel"] == "fsdp2"
     run(inner).assert_outcomes(passed=1)
