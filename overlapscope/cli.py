@@ -10,6 +10,7 @@ from typing import Callable
 import click
 
 from . import __version__
+from .scale_options import check_scale_options, scale_options
 from .errors import OverlapscopeError
 
 EXIT_UNUSABLE = 2
@@ -81,18 +82,22 @@ def load_and_analyze(path: str, *, no_steps: bool = False, step_pattern: str | N
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write here instead of stdout.")
 @click.option("--per-step", is_flag=True, help="Also show every step of every rank (table and markdown).")
 @run_options
+@scale_options
 @one_line_errors
 def analyze(runs: tuple[str, ...], fmt: str, output: str | None, per_step: bool, no_steps: bool,
-            step_pattern: str | None, comm_pattern: tuple[str, ...]) -> None:
+            step_pattern: str | None, comm_pattern: tuple[str, ...], no_cache: bool, workers: int | None,
+            scheduler: str | None) -> None:
     """Exposed communication of one or more runs.
 
     RUN is a directory of per-rank traces (*.json, *.json.gz, *.sqlite), one trace file, or an nsys export.
     """
+    from .analysis.distributed import analyze_path
     from .report import json_report, tables
 
     # Analyze everything first: a bad RUN must stop the command before any number is printed.
-    results = [load_and_analyze(r, no_steps=no_steps, step_pattern=step_pattern, comm_pattern=comm_pattern)[1]
-               for r in runs]
+    check_scale_options(workers, scheduler)
+    results = [analyze_path(r, no_steps=no_steps, step_pattern=step_pattern, comm_patterns=comm_pattern,
+                            cache=not no_cache, workers=workers, scheduler=scheduler) for r in runs]
     if fmt == "json":
         text = json_report.to_json(results[0]) if len(results) == 1 else \
             "[" + ",\n".join(json_report.to_json(a) for a in results) + "]"

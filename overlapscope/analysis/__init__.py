@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..ingest.table import Run
+from ..ingest.table import RankTrace, Run
 from .breakdown import exposed_by_key, launch_scopes
 from .crossrank import cross_rank_sections
 from .overlap import overlap_by_step, totals
@@ -12,44 +12,61 @@ from .result import Analysis, OVERLAP_COLUMNS
 from .streams import comm_on_compute_lanes, diagnose as diagnose_streams
 from .windows import step_windows
 
-__all__ = ["analyze", "Analysis", "OVERLAP_COLUMNS"]
+__all__ = ["analyze", "analyze_rank", "combine", "Analysis", "OVERLAP_COLUMNS", "RANK_SECTIONS"]
+
+# Per-rank sections: each comes from one rank's table alone, so ranks can be analyzed anywhere
+# (a process pool, a Dask worker) and only these frames travel back. None has a rank column: ranks
+# are numbered only once every file is read.
+RANK_SECTIONS = ("steps", "by_collective", "by_group", "by_scope")
 
 
 def analyze(run: Run, *, no_steps: bool = False) -> Analysis:
     """Every number of DESIGN.md for a run; sections a run cannot give are empty frames."""
-    steps, by_collective, by_group, by_scope = [], [], [], []
-    diagnoses: list[str] = []
-    all_windows = {}
-    for trace in run.ranks:
-        windows = step_windows(trace, no_steps=no_steps)
-        all_windows[trace.rank] = windows
-        per_step = overlap_by_step(trace.events, windows)
-        per_step.insert(0, "rank", np.int32(trace.rank))
-        steps.append(per_step)
-        ev = trace.events
-        comm_rows = (ev["kind"] == "comm").to_numpy()
-        for column, keys, sink in (
-            ("collective", ev["collective"].astype(str).to_numpy(), by_collective),
-            ("group", ev["group"].astype(str).to_numpy(), by_group),
-            ("scope", launch_scopes(ev, comm_rows), by_scope),
-        ):
-            frame = exposed_by_key(ev, windows, keys, column)
+    return combine(run, [analyze_rank(trace, no_steps=no_steps) for trace in run.ranks])
+
+
+def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.DataFrame]:
+    """One rank's share of `analyze`: RANK_SECTIONS, its step windows and its comm-on-compute lanes."""
+    windows = step_windows(trace, no_steps=no_steps)
+    ev = trace.events
+    comm_rows = (ev["kind"] == "comm").to_numpy()
+    out = {"windows": windows, "steps": overlap_by_step(ev, windows),
+           "comm_on_compute": comm_on_compute_lanes(ev)}
+    for column, keys in (
+        ("collective", ev["collective"].astype(str).to_numpy()),
+        ("group", ev["group"].astype(str).to_numpy()),
+        ("scope", launch_scopes(ev, comm_rows)),
+    ):
+        out[f"by_{column}"] = exposed_by_key(ev, windows, keys, column)
+    return out
+
+
+def combine(run: Run, sections: list[dict[str, pd.DataFrame]]) -> Analysis:
+    """The reduce: per-rank results (in run.ranks order) plus the cross-rank sections, one Analysis."""
+    def stacked(name: str) -> pd.DataFrame:
+        frames = []
+        for trace, sec in zip(run.ranks, sections, strict=True):
+            frame = sec[name].copy()
             frame.insert(0, "rank", np.int32(trace.rank))
-            sink.append(frame)
-        diagnoses += diagnose_streams(trace.rank, comm_on_compute_lanes(ev))
-    per_step = pd.concat(steps, ignore_index=True)
+            frames.append(frame)
+        return pd.concat(frames, ignore_index=True)
+
+    per_step = stacked("steps")
     total = totals(per_step)
     sources = {t.rank: t.source for t in run.ranks}
     total.insert(1, "source", total["rank"].map(sources))
-    cross = cross_rank_sections(run, all_windows)
+    diagnoses: list[str] = []
+    for trace, sec in zip(run.ranks, sections):
+        diagnoses += diagnose_streams(trace.rank, sec["comm_on_compute"])
+    cross = cross_rank_sections(run, {t.rank: sec["windows"] for t, sec in zip(run.ranks, sections)})
     cross["diagnoses"] = diagnoses + cross["diagnoses"]
     return Analysis(
         run=run_identity(run),
         steps=per_step,
         totals=total,
-        by_collective=pd.concat(by_collective, ignore_index=True),
-        by_group=pd.concat(by_group, ignore_index=True),
-        by_scope=pd.concat(by_scope, ignore_index=True),
+        by_collective=stacked("by_collective"),
+        by_group=stacked("by_group"),
+        by_scope=stacked("by_scope"),
         **cross,
     )
 

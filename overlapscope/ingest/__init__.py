@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import orjson
 
 from ..errors import OverlapscopeError, TraceError
+from .cache import CacheConfig, cached_read
 from .kineto import read_kineto
+from .parallel import map_files
 from .steps import DEFAULT_STEP_PATTERN
 from .table import RankTrace, Run
 
@@ -32,6 +35,30 @@ def _nsys(paths: list[Path], step_pattern: str, comm_patterns: tuple[str, ...]) 
 READERS: dict[str, Callable[[list[Path], str, tuple[str, ...]], list[RankTrace]]] = {
     ".json": _kineto, ".json.gz": _kineto, ".sqlite": _nsys, ".nsys-rep": _nsys,
 }
+
+
+# Readers whose files hold exactly one rank: their tables are cached (ingest/cache.py).
+CACHED_SUFFIXES = (".json", ".json.gz")
+# Readers that read each file on its own (so files can be read in parallel).
+PER_FILE_READERS = (_kineto,)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadOptions:
+    step_pattern: str = DEFAULT_STEP_PATTERN
+    comm_patterns: tuple[str, ...] = ()
+    cache: CacheConfig = CacheConfig()
+
+
+def read_job(paths: list[Path], options: ReadOptions) -> list[RankTrace]:
+    """The ranks in one job's trace files; a lone Kineto file goes through the Parquet cache."""
+    suffix = _suffix(paths[0])
+    reader = READERS[suffix]
+    if len(paths) == 1 and suffix in CACHED_SUFFIXES and options.cache.enabled:
+        key_options = {"step_pattern": options.step_pattern, "comm_patterns": list(options.comm_patterns)}
+        return [cached_read(paths[0], lambda p: reader([p], options.step_pattern, options.comm_patterns)[0],
+                            key_options, options.cache)]
+    return reader(paths, options.step_pattern, options.comm_patterns)
 
 
 def _suffix(path: Path) -> str | None:
@@ -72,22 +99,47 @@ def load_manifest(path: Path) -> dict:
 
 
 def load_run(path: str | Path, *, step_pattern: str = DEFAULT_STEP_PATTERN,
-             comm_patterns: tuple[str, ...] = ()) -> Run:
-    """Read every rank of a run: a directory of per-rank traces, one trace file, or an nsys export."""
+             comm_patterns: tuple[str, ...] = (), cache: bool = True, workers: int | None = None) -> Run:
+    """Read every rank of a run: a directory of per-rank traces, one trace file, or an nsys export.
+
+    Files are read on a process pool when the run is big enough to pay for one (`workers` caps
+    it; 1 reads in-process), through the Parquet cache unless `cache` is False.
+    """
     path = Path(path)
     files = trace_files(path)
-    by_reader: dict[Callable, list[Path]] = {}
-    for f in files:
-        by_reader.setdefault(READERS[_suffix(f)], []).append(f)
-    ranks: list[RankTrace] = []
-    for reader, paths in by_reader.items():
-        ranks.extend(reader(paths, step_pattern, comm_patterns))
-    _number_ranks(ranks)
-    _check_same_run(ranks)
-    ranks.sort(key=lambda r: r.rank)
+    options = ReadOptions(step_pattern=step_pattern, comm_patterns=tuple(comm_patterns),
+                          cache=CacheConfig(enabled=cache))
+    ranks = assemble(map_files(read_job, plan_jobs(files), options, workers=workers))
+    return make_run(path, ranks)
+
+
+def make_run(path: Path, ranks: list[RankTrace]) -> Run:
+    """The Run of assembled ranks, with the run's manifest; warns about ranks the run lacks."""
     manifest = load_manifest(path)
     _check_complete(ranks, manifest, path)
     return Run(ranks=ranks, manifest=manifest, path=str(path))
+
+
+def plan_jobs(files: list[Path]) -> list[list[Path]]:
+    """Units of reading work, in the order a serial read takes them: readers in order of first
+    appearance; a per-file reader (Kineto) gets a job per file, a reader that numbers ranks over
+    all its files together (nsys) one job for all of them."""
+    by_reader: dict[Callable, list[Path]] = {}
+    for f in files:
+        by_reader.setdefault(READERS[_suffix(f)], []).append(f)
+    jobs: list[list[Path]] = []
+    for reader, paths in by_reader.items():
+        jobs.extend([[p] for p in paths] if reader in PER_FILE_READERS else [paths])
+    return jobs
+
+
+def assemble(per_job: list[list[RankTrace]]) -> list[RankTrace]:
+    """The ranks of every job, numbered and checked as one run, ordered by rank."""
+    ranks = [r for rs in per_job for r in rs]
+    _number_ranks(ranks)
+    _check_same_run(ranks)
+    ranks.sort(key=lambda r: r.rank)
+    return ranks
 
 
 def _number_ranks(ranks: list[RankTrace]) -> None:

@@ -7,20 +7,19 @@ are nor enclose a wait are compute.
 """
 from __future__ import annotations
 
-import gzip
 import logging
 import re
-import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 import pandas as pd
 
 from ..errors import TraceError
 from ..analysis.intervals import innermost_containing
 from . import classify
+from .kineto_parse import UNSET, Columns, columns_of_document, no_gc, read_columns
+from .kineto_parse import load_document, read_bytes  # noqa: F401 - re-exported: they lived here before
 from .steps import DEFAULT_STEP_PATTERN, step_ranges, steps_at
 from .table import RankTrace, make_table
 
@@ -38,36 +37,6 @@ DTYPE_BYTES = {
 _WAIT_PREFIXES = ("c10d::", "_c10d_functional::", "record_param_comms", "gloo:", "FSDP::all_gather (")
 _WAIT_SUFFIX = re.compile(r"^FSDP::\w*_wait\b")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
-
-
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes, gunzipped when gzip; one-line errors for empty or truncated files."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise TraceError(f"cannot read: {exc.strerror or exc}", path) from None
-    if not raw:
-        raise TraceError("empty file", path)
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
-            raise TraceError(f"truncated or corrupt gzip ({exc})", path) from None
-        if not raw:
-            raise TraceError("empty file (gzip of nothing)", path)
-    return raw
-
-
-def load_document(path: Path) -> dict[str, Any]:
-    raw = read_bytes(path)
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        what = "truncated JSON" if "unexpected end" in str(exc).lower() or "eof" in str(exc).lower() else "malformed JSON"
-        raise TraceError(f"{what} ({exc})", path) from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise TraceError("not a Kineto trace (no traceEvents list)", path)
-    return doc
 
 
 def us_to_ns(values: list[Any]) -> np.ndarray:
@@ -97,68 +66,109 @@ def rank_of(doc: dict[str, Any], path: Path) -> tuple[int | None, str]:
 
 def read_kineto(path: str | Path, *, step_pattern: str = DEFAULT_STEP_PATTERN,
                 comm_patterns: tuple[str, ...] = (), doc: dict[str, Any] | None = None) -> RankTrace:
-    path = Path(path)
-    doc = load_document(path) if doc is None else doc
-    rank, rank_from = rank_of(doc, path)
-    info = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
-    base_ns = int(doc.get("baseTimeNanoseconds") or 0)
+    """One rank's event table from a Kineto trace file (or an already-parsed document)."""
+    with no_gc():
+        return _read(Path(path), step_pattern, comm_patterns, doc)
 
-    xs = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
-    cats = np.array([e.get("cat", "") for e in xs], dtype=object)
+
+def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: dict[str, Any] | None) -> RankTrace:
+    cols = read_columns(path) if doc is None else columns_of_document(doc)
+    top = cols.top
+    rank, rank_from = rank_of(top, path)
+    info = top["distributedInfo"] if isinstance(top["distributedInfo"], dict) else {}
+    base_ns = int(top["baseTimeNanoseconds"] or 0)
+
+    if UNSET in cols.ts:
+        raise TraceError("event without a numeric ts/dur ('ts')", path)
     try:
-        start = us_to_ns([e["ts"] for e in xs]) + base_ns
-        dur = us_to_ns([e.get("dur", 0) for e in xs])
-    except (KeyError, TypeError, ValueError) as exc:
+        start = us_to_ns(cols.ts) + base_ns
+        dur = us_to_ns(cols.dur)
+    except (TypeError, ValueError) as exc:
         raise TraceError(f"event without a numeric ts/dur ({exc})", path) from None
     end = start + np.maximum(dur, 0)
 
-    is_device = np.isin(cats, list(DEVICE_CATS))
-    is_launch = np.isin(cats, LAUNCH_CATS)
-    is_cpu = np.isin(cats, list(CPU_CATS))
+    # Categories and names repeat: factorize once, decide per distinct value, map back by code.
+    cat_codes, cat_u = pd.factorize(np.array(cols.cat, dtype=object))
+    is_device = np.isin(cat_codes, [i for i, c in enumerate(cat_u) if c in DEVICE_CATS])
+    is_launch = np.isin(cat_codes, [i for i, c in enumerate(cat_u) if c in LAUNCH_CATS])
+    is_cpu = np.isin(cat_codes, [i for i, c in enumerate(cat_u) if c in CPU_CATS])
     if not (is_device.any() or is_cpu.any()):
         raise TraceError("no device or CPU activity (no kernels, memcpy or CPU ops)", path)
+    cats = _Coded(cat_codes, np.asarray(cat_u, dtype=object))
 
-    names_all = np.array([str(e.get("name", "")) for e in xs], dtype=object)
-    steps = step_ranges(names_all[is_cpu], start[is_cpu], end[is_cpu], step_pattern)
+    names = _Coded(*pd.factorize(np.array(cols.name, dtype=object)))
+    # step_ranges keeps only rows whose name fully matches the pattern: hand it just those.
+    rx = re.compile(step_pattern, re.IGNORECASE)
+    step_rows = is_cpu & names.map(lambda n: bool(rx.fullmatch(n)), bool)
+    steps = step_ranges(names.values(step_rows), start[step_rows], end[step_rows], step_pattern)
     if is_device.any():
-        parts = _gpu_events(xs, cats, names_all, start, end, is_device, is_launch, is_cpu, comm_patterns)
+        parts = _gpu_events(cols, cats, names, start, end, is_device, is_launch, is_cpu, comm_patterns)
     else:
-        parts = _cpu_events(xs, cats, names_all, start, end, is_cpu)
+        parts = _cpu_events(cols, cats, names, start, end, is_cpu)
     parts["step"] = steps_at(parts["launch_ns"], steps)
     events = make_table(-1 if rank is None else rank, **parts)
     meta = {k: info.get(k) for k in ("backend", "pg_config", "nccl_version") if info.get(k) is not None}
-    if isinstance(doc.get("deviceProperties"), list) and doc["deviceProperties"]:
-        meta["device_name"] = doc["deviceProperties"][0].get("name")
+    if isinstance(top["deviceProperties"], list) and top["deviceProperties"]:
+        meta["device_name"] = top["deviceProperties"][0].get("name")
     return RankTrace(
         rank=-1 if rank is None else rank, events=events, steps=steps, source=str(path),
         device="gpu" if is_device.any() else "cpu", rank_from=rank_from,
         world_size=info.get("world_size") if isinstance(info.get("world_size"), int) else None, meta=meta)
 
 
-def _arg(xs: list[dict], idx: np.ndarray, key: str, default: Any) -> list[Any]:
-    return [(xs[i].get("args") or {}).get(key, default) for i in idx]
+class _Coded:
+    """A factorized per-event column: codes into a small array of distinct values."""
+
+    def __init__(self, codes: np.ndarray, uniques: np.ndarray) -> None:
+        self.codes = np.asarray(codes, dtype=np.int64)
+        self.uniques = np.asarray(uniques, dtype=object)
+
+    def values(self, rows: np.ndarray) -> np.ndarray:
+        return self.uniques[self.codes[rows]]
+
+    def map(self, func, dtype, rows: np.ndarray | None = None) -> np.ndarray:
+        """func of each row's value, evaluated once per distinct value present in `rows`."""
+        codes = self.codes if rows is None else self.codes[rows]
+        out = np.zeros(self.uniques.size, dtype=dtype) if dtype is not object else \
+            np.full(self.uniques.size, "", dtype=object)
+        used = np.unique(codes)
+        if used.size:
+            out[used] = np.array([func(u) for u in self.uniques[used]], dtype=dtype)
+        return out[codes]
+
+    def map_many(self, func, rows: np.ndarray, dtype=object) -> np.ndarray:
+        """Like map, with func taking the list of distinct values and returning one array for them."""
+        codes = self.codes[rows]
+        out = np.zeros(self.uniques.size, dtype=dtype) if dtype is not object else \
+            np.full(self.uniques.size, "", dtype=object)
+        used = np.unique(codes)
+        if used.size:
+            out[used] = func(list(self.uniques[used]))
+        return out[codes]
 
 
-def _gpu_events(xs, cats, names, start, end, is_device, is_launch, is_cpu, comm_patterns) -> dict[str, Any]:
+def _gpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_device, is_launch, is_cpu,
+                comm_patterns) -> dict[str, Any]:
     dev = np.flatnonzero(is_device)
     cpu = np.flatnonzero(is_cpu)
+    dev_l, cpu_l = dev.tolist(), cpu.tolist()
+    tid = cols.tid
     # Distinct names are few: classify each once, map back through the codes.
-    dev_names = names[dev]
-    uniq, inverse = np.unique(dev_names.astype(str), return_inverse=True)
-    comm_u = classify.is_comm_name(list(uniq), comm_patterns)
-    coll_u = classify.collectives_of(list(uniq))
-    dev_kind = np.array([DEVICE_CATS[c] for c in cats[dev]], dtype=object)
+    dev_names = names.values(dev)
+    comm_of = names.map_many(lambda u: classify.is_comm_name(u, comm_patterns), dev, bool)
+    coll_of = names.map_many(classify.collectives_of, dev)
+    dev_kind = cats.map(lambda c: DEVICE_CATS[c], object, dev)
     is_kernel = dev_kind == "kernel"
-    dev_kind[is_kernel] = np.where(comm_u[inverse][is_kernel], "comm", "compute")
+    dev_kind[is_kernel] = np.where(comm_of[is_kernel], "comm", "compute")
     is_comm = dev_kind == "comm"
-    streams = _arg(xs, dev, "stream", None)
-    dev_lane = np.array([f"stream:{s}" if s is not None else f"stream:{xs[i].get('tid')}"
-                         for s, i in zip(streams, dev)], dtype=object)
-    corr = np.array(_arg(xs, dev, "correlation", -1), dtype=np.int64)
+    streams = cols.arg(dev_l, "stream", None)
+    dev_lane = np.array([f"stream:{s}" if s is not None else f"stream:{tid[i]}"
+                         for s, i in zip(streams, dev_l)], dtype=object)
+    corr = np.array(cols.arg(dev_l, "correlation", -1), dtype=np.int64)
 
     # Launch of each device event: the runtime/driver call with the same correlation id.
     lau = np.flatnonzero(is_launch)
-    lau_corr = np.array(_arg(xs, lau, "correlation", -1), dtype=np.int64)
+    lau_corr = np.array(cols.arg(lau.tolist(), "correlation", -1), dtype=np.int64)
     order = np.argsort(lau_corr, kind="stable")
     lau_corr, lau = lau_corr[order], lau[order]
     pos = np.clip(np.searchsorted(lau_corr, corr), 0, max(lau.size - 1, 0))
@@ -166,27 +176,27 @@ def _gpu_events(xs, cats, names, start, end, is_device, is_launch, is_cpu, comm_
     launch_ns = np.full(dev.size, -1, dtype=np.int64)
     launch_lane = np.full(dev.size, "", dtype=object)
     launch_ns[found] = start[lau[pos[found]]]
-    launch_lane[found] = np.array([f"thread:{xs[i].get('tid')}" for i in lau[pos[found]]], dtype=object)
+    launch_lane[found] = np.array([f"thread:{tid[i]}" for i in lau[pos[found]].tolist()], dtype=object)
 
-    collective = np.where(is_comm, coll_u[inverse], "").astype(object)
+    collective = np.where(is_comm, coll_of, "").astype(object)
     nbytes = np.full(dev.size, -1, dtype=np.int64)
     group = np.full(dev.size, "", dtype=object)
     seq = np.full(dev.size, -1, dtype=np.int64)
     copies = np.flatnonzero((dev_kind == "memcpy") | (dev_kind == "memset"))
-    nbytes[copies] = [b if isinstance(b, int) else -1 for b in _arg(xs, dev[copies], "bytes", -1)]
+    nbytes[copies] = [b if isinstance(b, int) else -1 for b in cols.arg(dev[copies].tolist(), "bytes", -1)]
     comm_idx = np.flatnonzero(is_comm)
     if comm_idx.size:
-        args = [xs[i].get("args") or {} for i in dev[comm_idx]]
+        args = [cols.args_dict(i) for i in dev[comm_idx].tolist()]
         # Kernels of newer traces carry the record_param_comms args themselves; else take them from
         # the innermost record_param_comms around the launch.
-        rpc = cpu[names[cpu] == "record_param_comms"]
+        rpc = cpu[names.values(cpu) == "record_param_comms"]
         if rpc.size:
             hit = innermost_containing(
-                np.array([f"thread:{xs[i].get('tid')}" for i in rpc], dtype=object), start[rpc], end[rpc],
+                np.array([f"thread:{tid[i]}" for i in rpc.tolist()], dtype=object), start[rpc], end[rpc],
                 launch_lane[comm_idx], launch_ns[comm_idx])
             for j, h in enumerate(hit):
                 if h >= 0 and "Collective name" not in args[j]:
-                    args[j] = xs[rpc[h]].get("args") or {}
+                    args[j] = cols.args_dict(int(rpc[h]))
         for j, a in enumerate(args):
             k = comm_idx[j]
             if not collective[k]:
@@ -197,12 +207,12 @@ def _gpu_events(xs, cats, names, start, end, is_device, is_launch, is_cpu, comm_
             s = a.get("Seq", a.get("seq"))
             seq[k] = int(s) if isinstance(s, int) else -1
 
-    cpu_kind = np.array([CPU_CATS[c] for c in cats[cpu]], dtype=object)
-    cpu_lane = np.array([f"thread:{xs[i].get('tid')}" for i in cpu], dtype=object)
+    cpu_kind = cats.map(lambda c: CPU_CATS[c], object, cpu)
+    cpu_lane = np.array([f"thread:{tid[i]}" for i in cpu_l], dtype=object)
     return {
         "lane": np.concatenate([dev_lane, cpu_lane]),
         "kind": np.concatenate([dev_kind, cpu_kind]),
-        "name": np.concatenate([dev_names, names[cpu]]),
+        "name": np.concatenate([dev_names, names.values(cpu)]),
         "start_ns": np.concatenate([start[dev], start[cpu]]),
         "end_ns": np.concatenate([end[dev], end[cpu]]),
         "collective": np.concatenate([collective, np.full(cpu.size, "", dtype=object)]),
@@ -225,18 +235,17 @@ def _message_bytes(args: dict[str, Any], collective: str) -> int:
     return nelems * size
 
 
-def _cpu_events(xs, cats, names, start, end, is_cpu) -> dict[str, Any]:
+def _cpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_cpu) -> dict[str, Any]:
     cpu = np.flatnonzero(is_cpu)
-    name = names[cpu]
-    tid = np.array([str(xs[i].get("tid")) for i in cpu], dtype=object)
+    name = names.values(cpu)
+    tid = np.array([str(cols.tid[i]) for i in cpu.tolist()], dtype=object)
     s, e = start[cpu], end[cpu]
-    kind = np.array([CPU_CATS[c] for c in cats[cpu]], dtype=object)
+    kind = cats.map(lambda c: CPU_CATS[c], object, cpu)
 
-    uniq, inverse = np.unique(name.astype(str), return_inverse=True)
-    gloo_u = np.char.startswith(uniq.astype(str), "gloo:")
-    p2p_u = np.isin(uniq, ["gloo:send", "gloo:recv"])
-    wait_u = np.array([n.startswith(_WAIT_PREFIXES) or bool(_WAIT_SUFFIX.match(n)) for n in uniq], dtype=bool)
-    is_gloo, is_p2p, is_wait = gloo_u[inverse], p2p_u[inverse], wait_u[inverse]
+    is_gloo = names.map(lambda n: n.startswith("gloo:"), bool, cpu)
+    is_p2p = names.map(lambda n: n in ("gloo:send", "gloo:recv"), bool, cpu)
+    is_wait = names.map(lambda n: n.startswith(_WAIT_PREFIXES) or bool(_WAIT_SUFFIX.match(n)), bool, cpu)
+    is_enqueue = names.map(lambda n: n.startswith("c10d::"), bool, cpu)
 
     # Comm workers are found by their gloo:* transfers (thread names are unreliable); the main
     # thread's gloo:send/recv are pipeline p2p that span post to wait.
@@ -251,8 +260,9 @@ def _cpu_events(xs, cats, names, start, end, is_cpu) -> dict[str, Any]:
 
     lane = np.array([f"thread:{t}" for t in tid], dtype=object)
     launch_ns, launch_lane = s.copy(), lane.copy()
-    collective = np.where(comm, classify.collectives_of(list(uniq))[inverse], "").astype(object)
-    _link_worker_transfers(comm & on_worker, ~on_worker, name, s, lane, launch_ns, launch_lane, collective)
+    collective = np.where(comm, names.map_many(classify.collectives_of, cpu), "").astype(object)
+    _link_worker_transfers(comm & on_worker, ~on_worker & is_enqueue, name, s, lane, launch_ns, launch_lane,
+                           collective)
     return {"lane": lane, "kind": kind, "name": name, "start_ns": s, "end_ns": e,
             "collective": collective, "launch_ns": launch_ns, "launch_lane": launch_lane}
 
@@ -278,7 +288,7 @@ def _encloses(tid: np.ndarray, s: np.ndarray, e: np.ndarray, is_wait: np.ndarray
     return out
 
 
-def _link_worker_transfers(worker: np.ndarray, main: np.ndarray, name, s, lane, launch_ns, launch_lane,
+def _link_worker_transfers(worker: np.ndarray, enqueue: np.ndarray, name, s, lane, launch_ns, launch_lane,
                            collective) -> None:
     """Tie each gloo transfer on a runloop worker to the c10d op that enqueued it on the main thread.
 
@@ -286,7 +296,7 @@ def _link_worker_transfers(worker: np.ndarray, main: np.ndarray, name, s, lane, 
     enqueue names the collective the user asked for (FSDP2's reduce-scatter runs as gloo:all_reduce).
     """
     w = np.flatnonzero(worker)
-    enq = np.flatnonzero(main & np.char.startswith(name.astype(str), "c10d::"))
+    enq = np.flatnonzero(enqueue)
     if w.size == 0 or enq.size == 0:
         return
     enq_coll = classify.collectives_of(list(name[enq]))

@@ -1,0 +1,133 @@
+"""Many ranks: read and analyze each rank where it is cheapest, reduce the results here.
+
+Map (one job per trace file - per nsys run - anywhere): read it (through the cache) and run
+`analyze_rank`. Reduce (here): number the ranks as `load_run` does, then `combine` - the very
+function `analyze` uses, cross-rank sections included - so the `Analysis` is the serial one.
+The event tables travel back too (the cross-rank analyzers read whole tables: a few MB per
+rank, against the tens of MB of JSON each stands for).
+
+Where the jobs run: in-process or on a local process pool sized by cores and memory (default), on
+a Dask LocalCluster (`workers=N`), or on a running Dask cluster (`scheduler="tcp://host:8786"`;
+its workers need overlapscope installed and the trace paths visible).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from ..ingest import ReadOptions, assemble, make_run, plan_jobs, read_job, trace_files
+from ..ingest.cache import CacheConfig
+from ..ingest.parallel import JobResult, Progress, map_files, replay, run_job
+from ..ingest.steps import DEFAULT_STEP_PATTERN
+from ..ingest.table import RankTrace
+from . import Analysis, analyze_rank, combine
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RankOutcome:
+    """What one rank's job sends back: the rank and its `analyze_rank` results, or the analysis
+    error, raised only after every read has succeeded and ranks are numbered (as serially)."""
+
+    trace: RankTrace
+    sections: dict[str, pd.DataFrame] | None
+    error: BaseException | None = None
+
+
+def rank_job(paths: list[Path], options: ReadOptions, no_steps: bool) -> list[RankOutcome]:
+    """The map step for one job's files (runs in a worker)."""
+    out = []
+    for trace in read_job(paths, options):
+        try:
+            sections, error = analyze_rank(trace, no_steps=no_steps), None
+        except Exception as exc:  # noqa: BLE001 - raised by the reduce, in rank order
+            sections, error = None, exc
+        out.append(RankOutcome(trace=trace, sections=sections, error=error))
+    return out
+
+
+def reduce_outcomes(path: Path, per_job: list[list[RankOutcome]]) -> Analysis:
+    """Number ranks, raise the first analysis error in rank order, combine."""
+    by_trace = {id(o.trace): o for outcomes in per_job for o in outcomes}
+    ranks = assemble([[o.trace for o in outcomes] for outcomes in per_job])
+    run = make_run(path, ranks)
+    ordered = [by_trace[id(t)] for t in ranks]
+    for o in ordered:
+        if o.error is not None:
+            raise o.error
+    return combine(run, [o.sections for o in ordered])
+
+
+def analyze_path(path: str | Path, *, step_pattern: str | None = None, comm_patterns: tuple[str, ...] = (),
+                 no_steps: bool = False, cache: bool = True, workers: int | None = None,
+                 scheduler: str | None = None, pool_workers: int | None = None, client: Any = None) -> Analysis:
+    """`analyze(load_run(path))`, with the per-rank work spread out.
+
+    workers: run on a Dask LocalCluster of this many worker processes. scheduler: run on the Dask
+    cluster at this address. client: run on this Dask client. None of them: a local process pool
+    when the run is big enough to pay for one (pool_workers caps it; 1 runs all in this process).
+    """
+    path = Path(path)
+    files = trace_files(path)
+    options = ReadOptions(step_pattern=step_pattern or DEFAULT_STEP_PATTERN, comm_patterns=tuple(comm_patterns),
+                          cache=CacheConfig(enabled=cache))
+    jobs = plan_jobs(files)
+    if client is not None:
+        from distributed import as_completed
+
+        per_job = run_on_client(client, jobs, options, no_steps, as_completed)
+    elif scheduler or workers:
+        per_job = _on_dask(jobs, options, no_steps, workers=workers, scheduler=scheduler)
+    else:
+        per_job = map_files(rank_job, jobs, options, no_steps, workers=pool_workers,
+                            label="reading and analyzing ranks")
+    return reduce_outcomes(path, per_job)
+
+
+def _on_dask(jobs: list[list[Path]], options: ReadOptions, no_steps: bool, *, workers: int | None,
+             scheduler: str | None) -> list[list[RankOutcome]]:
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        from ..errors import OverlapscopeError
+
+        raise OverlapscopeError("--workers/--scheduler need Dask: pip install 'overlapscope[dask]'") from None
+    cluster = None
+    if scheduler:
+        client = _connect(Client, scheduler)
+    else:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=logging.ERROR)
+        client = Client(cluster)
+    try:
+        return run_on_client(client, jobs, options, no_steps, as_completed)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _connect(client_cls: Callable[..., Any], address: str) -> Any:
+    from ..errors import OverlapscopeError
+
+    try:
+        return client_cls(address, timeout="10s")
+    except (OSError, TimeoutError) as exc:
+        raise OverlapscopeError(f"cannot reach the Dask scheduler ({exc})", address) from None
+
+
+def run_on_client(client: Any, jobs: list[list[Path]], options: ReadOptions, no_steps: bool,
+                  as_completed: Callable[..., Any]) -> list[list[RankOutcome]]:
+    """The map on a Dask client: one task per job, results in job order, errors as a serial read's."""
+    futures = [client.submit(run_job, rank_job, job, options, no_steps, pure=False) for job in jobs]
+    with Progress(len(jobs), "analyzing ranks on Dask") as progress:
+        for _ in as_completed(futures):
+            progress.tick(1)
+    results: list[JobResult] = client.gather(futures)
+    return replay(results)
+

@@ -1,0 +1,43 @@
+"""`overlapscope dashboard RUN [RUN2]` and `overlapscope export RUN --perfetto OUT.json`."""
+from __future__ import annotations
+
+import click
+
+from ..cli import one_line_errors, run_options
+
+
+@click.command()
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--port", type=int, default=8050, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind; the default serves this machine only.")
+@run_options
+@one_line_errors
+def dashboard(runs: tuple[str, ...], port: int, host: str, no_steps: bool, step_pattern: str | None,
+              comm_pattern: tuple[str, ...]) -> None:
+    """Serve the dashboard for RUN (and RUN2 to compare) and print its address."""
+    if len(runs) > 2:
+        raise click.UsageError("give one run, or two to compare")
+    from . import create_app, serve
+
+    click.echo(f"overlapscope dashboard: reading {' and '.join(runs)} ...", err=True)
+    app = create_app(runs, no_steps=no_steps, step_pattern=step_pattern, comm_patterns=comm_pattern)
+    click.echo(f"overlapscope dashboard: http://{host}:{port}/  (Ctrl-C to stop)")
+    serve(app, host=host, port=port)
+
+
+@click.command()
+@click.argument("run")
+@click.option("--perfetto", "out", required=True, type=click.Path(dir_okay=False),
+              help="Write a Chrome-trace JSON (open in ui.perfetto.dev) with an exposed-comm track per rank.")
+@run_options
+@one_line_errors
+def export(run: str, out: str, no_steps: bool, step_pattern: str | None, comm_pattern: tuple[str, ...]) -> None:
+    """Export RUN as a Chrome trace with the exposed communication as an extra track."""
+    from ..cli import load_and_analyze
+    from ..report.perfetto import write_perfetto
+
+    loaded, analysis = load_and_analyze(run, no_steps=no_steps, step_pattern=step_pattern,
+                                        comm_pattern=comm_pattern)
+    n = write_perfetto(loaded, out, no_steps=no_steps, clock_offsets_ns=analysis.clock_offsets_ns)
+    click.echo(f"wrote {out}: {n} events")

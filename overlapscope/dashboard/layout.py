@@ -1,0 +1,160 @@
+"""The page: load errors, a summary per run, then tabs (timeline, breakdowns, compare).
+
+Strings from traces reach the page only as Dash component children or escaped Plotly text; nothing
+here sets raw HTML. Component ids are plain strings ending in the run's index (0 = A, 1 = B).
+"""
+from __future__ import annotations
+
+import math
+
+from dash import dcc, html
+
+from .data import ALL_STEPS, RunData
+from .figures import COLORS, collective_color, summary
+from .cache import FigureCache
+
+GRAPH_CONFIG = {"displaylogo": False, "scrollZoom": True}
+NO_DATA = "no data for this run"
+_ROW = {"display": "flex", "gap": "24px", "alignItems": "flex-start"}
+_COL = {"flex": "1 1 0", "minWidth": "0"}
+_CARD = {"border": "1px solid #ddd", "borderRadius": "6px", "padding": "6px 12px", "minWidth": "150px"}
+
+
+def _fmt(value: float, unit: str = "", digits: int = 3) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}{unit}"
+
+
+def step_label(step: int) -> str:
+    return "all steps" if step == ALL_STEPS else ("whole trace" if step < 0 else f"step {step}")
+
+
+def page(runs: list[RunData], cache: FigureCache) -> html.Div:
+    ok = [i for i, r in enumerate(runs) if r.ok]
+    children: list = [html.H2("overlapscope", style={"margin": "4px 0"}),
+                      html.Div(" vs ".join(f"{'AB'[i]}: {r.path}" for i, r in enumerate(runs)), id="run-paths")]
+    for i, r in enumerate(runs):
+        if not r.ok:
+            children.append(html.Div([html.B(f"Could not load run {'AB'[i]}: "), r.error], id=f"load-error-{i}",
+                                     className="load-error", role="alert",
+                                     style={"background": "#fdecea", "color": "#611a15", "padding": "10px",
+                                            "margin": "8px 0", "borderRadius": "4px"}))
+    if not ok:
+        return html.Div(children, style={"fontFamily": "sans-serif", "margin": "12px"})
+    children.append(html.Div([html.Div(summary_block(runs[i], i), style=_COL) for i in ok], style=_ROW))
+    tabs = [dcc.Tab(label="Timeline", value="timeline"), dcc.Tab(label="Breakdowns", value="breakdowns")]
+    if len(ok) == 2:
+        tabs.append(dcc.Tab(label="Compare", value="compare"))
+    children += [dcc.Tabs(id="tabs", value="timeline", children=tabs),
+                 html.Div(tab_content("timeline", runs, cache), id="tab-content")]
+    return html.Div(children, style={"fontFamily": "sans-serif", "margin": "12px"})
+
+
+def summary_block(data: RunData, i: int) -> list:
+    s = summary(data)
+    cards = [
+        ("step time", f"{_fmt(s.step_ms, ' ms')}", f"mean over {s.ranks} rank(s), {s.steps} step(s)"),
+        ("exposed comm", f"{_fmt(s.exposed_ms, ' ms')}", f"{_fmt(s.exposed_pct, '% of step', 1)}"),
+        ("overlap", f"{_fmt(s.overlap_pct, '%', 1)}", "of comm hidden behind compute"),
+        ("worst rank", f"r{s.worst_rank}", f"{_fmt(s.worst_rank_pct, '% exposed', 1)}"),
+        ("worst collective", s.worst_collective or "none", f"{_fmt(s.worst_collective_ms, ' ms/step')} exposed"),
+    ]
+    row = html.Div([html.Div([html.Div(name, style={"color": "#666", "fontSize": "12px"}),
+                              html.Div(value, className="summary-value", style={"fontSize": "20px"}),
+                              html.Div(note, style={"color": "#666", "fontSize": "12px"})],
+                             id=f"summary-{i}-{name.replace(' ', '-')}", style=_CARD)
+                    for name, value, note in cards], style={**_ROW, "gap": "8px", "flexWrap": "wrap"})
+    diagnoses = data.analysis.diagnoses
+    diag = html.Ul([html.Li(d) for d in diagnoses], id=f"diagnoses-{i}") if diagnoses else \
+        html.P("no diagnoses", id=f"diagnoses-{i}", style={"color": "#666"})
+    return [html.H4(f"{'AB'[i]}: {data.label}", style={"margin": "8px 0 4px"}), row, diag, rank_table(data, i)]
+
+
+def rank_table(data: RunData, i: int) -> html.Table:
+    t = data.analysis.totals
+    head = ["rank", "steps", "step ms", "compute ms", "comm ms", "exposed ms", "exposed %", "overlap %"]
+    rows = []
+    for row in t.itertuples(index=False):  # one row per rank: a handful
+        n = max(int(row.steps), 1)
+        rows.append(html.Tr([html.Td(f"r{row.rank}"), html.Td(str(row.steps)),
+                             html.Td(_fmt(row.window_ns / n / 1e6)), html.Td(_fmt(row.compute_ns / n / 1e6)),
+                             html.Td(_fmt(row.comm_ns / n / 1e6)), html.Td(_fmt(row.exposed_comm_ns / n / 1e6)),
+                             html.Td(_fmt(float(row.exposed_comm_pct), "", 1)),
+                             html.Td(_fmt(float(row.overlap_pct), "", 1))]))
+    return html.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)], id=f"ranks-{i}",
+                      style={"fontSize": "13px", "borderCollapse": "collapse", "marginBottom": "8px"})
+
+
+def tab_content(tab: str, runs: list[RunData], cache: FigureCache) -> list:
+    ok = [i for i, r in enumerate(runs) if r.ok]
+    if tab == "compare" and len(ok) == 2:
+        return compare_view(runs, cache)
+    if tab == "timeline":
+        return [timeline_view(runs[i], i, cache) for i in ok]
+    return [html.Div([html.Div(breakdown_view(runs[i], i, cache), style=_COL) for i in ok], style=_ROW)]
+
+
+def timeline_view(data: RunData, i: int, cache: FigureCache) -> html.Div:
+    options = [{"label": step_label(s), "value": s} for s in data.steps]
+    if len(data.steps) > 1:
+        options.append({"label": "all steps", "value": ALL_STEPS})
+    first = data.steps[0]
+    return html.Div([
+        html.Div([html.B(f"{'AB'[i]}: {data.label}"), html.Span("step", style={"marginLeft": "16px"}),
+                  html.Div(dcc.Dropdown(id=f"step-{i}", options=options, value=first, clearable=False,
+                                        searchable=False), style={"width": "200px", "display": "inline-block"}),
+                  html.Span("drag to zoom (x), double-click to reset; gaps narrower than a pixel are closed in busy "
+                            "lanes until you zoom in; the exposed lane is always exact",
+                            style={"color": "#666", "fontSize": "12px", "marginLeft": "12px"})],
+                 style={"display": "flex", "alignItems": "center", "gap": "8px"}),
+        dcc.Graph(id=f"timeline-{i}", figure=cache.timeline(i, first), config=GRAPH_CONFIG),
+        legend(data),
+        dcc.Store(id=f"zoom-{i}"),
+    ], style={"marginTop": "8px"})
+
+
+def _swatch(color: str, text: str) -> html.Span:
+    return html.Span([html.Span(style={"display": "inline-block", "width": "12px", "height": "12px",
+                                       "background": color, "marginRight": "4px", "verticalAlign": "middle"}),
+                      text], style={"marginRight": "14px", "fontSize": "12px"})
+
+
+def legend(data: RunData) -> html.Div:
+    """The timeline's colours: one per kind of time, comm by collective (the same in every chart)."""
+    kinds = [("compute", "compute"), ("memcpy", "memcpy/memset"), ("ranges", "ranges (record_function / NVTX)"),
+             ("exposed", "exposed comm")]
+    present = sorted({str(c) for c in data.analysis.by_collective["collective"].astype(str) if str(c)})
+    items = [_swatch(COLORS[k], text) for k, text in kinds]
+    items += [_swatch(collective_color(c), c) for c in present]
+    return html.Div(items, style={"margin": "0 0 8px 260px"})
+
+
+def _section(title: str, fig, graph_id: str) -> html.Div:
+    body = dcc.Graph(id=graph_id, figure=fig, config={**GRAPH_CONFIG, "displayModeBar": False}) if fig is not None else \
+        html.P(NO_DATA, id=graph_id, className="no-data", style={"color": "#666", "fontStyle": "italic"})
+    return html.Div([html.H4(title, style={"margin": "12px 0 4px"}), body])
+
+
+def breakdown_view(data: RunData, i: int, cache: FigureCache) -> list:
+    figs = cache.breakdowns(i)
+    titles = {
+        "collective": "Exposed comm by collective", "group": "Exposed comm by process group",
+        "scope": "Exposed comm by layer / FSDP unit (launching range)", "prefetch": "FSDP prefetch gap",
+        "bubbles": "Pipeline bubble per stage vs theory", "gantt": "Micro-batch Gantt",
+        "waits": "Wait vs transfer (rank x collective)", "variation": "Step-to-step variation",
+    }
+    return [html.H4(f"{'AB'[i]}: {data.label}")] + [
+        _section(title, figs[key], f"{key}-{i}") for key, title in titles.items()]
+
+
+def compare_view(runs: list[RunData], cache: FigureCache) -> list:
+    out = []
+    for key, title in (("collective", "Exposed comm per collective: B - A"),
+                       ("scope", "Exposed comm per layer / unit: B - A")):
+        frame, fig = cache.compare(key)
+        table = html.Table(
+            [html.Thead(html.Tr([html.Th(h) for h in (key, "A ms/step", "B ms/step", "B - A ms/step")]))] +
+            [html.Tbody([html.Tr([html.Td(str(k)), html.Td(_fmt(r.a_ms)), html.Td(_fmt(r.b_ms)),
+                                  html.Td(_fmt(r.delta_ms))]) for k, r in zip(frame.index, frame.itertuples())])],
+            id=f"compare-table-{key}", style={"fontSize": "13px", "marginBottom": "8px"})
+        out.append(html.Div([_section(title, fig, f"compare-{key}"), table]))
+    return [html.Div([html.Div(o, style=_COL) for o in out], style=_ROW)]

@@ -1,0 +1,180 @@
+"""Parquet cache of one rank's event table, so re-opening a run costs a Parquet read, not a JSON parse.
+
+Safety (DESIGN.md "Safety and no data loss"):
+- The key hashes the trace's bytes, its file name (ranks can come from it), the reader options
+  (step pattern, comm patterns), the overlapscope version and CACHE_FORMAT. Any change gives a new
+  key, so a stale entry is never found.
+- The key is in the file name and again in the file's metadata; an entry whose metadata, columns
+  or dtypes do not check out is ignored (and replaced), so a damaged entry can never change a number.
+- Entries are written to a temporary name in the same directory and renamed into place: readers
+  see a whole file or none. Nothing but JSON metadata and Arrow columns is stored (no pickle).
+- The cache lives beside the trace in `.overlapscope-cache/` when that directory is writable, else
+  under the user cache directory ($OVERLAPSCOPE_CACHE_DIR, $XDG_CACHE_HOME/overlapscope or
+  ~/.cache/overlapscope). The trace itself is only ever read.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import orjson
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .table import COLUMNS, RankTrace
+
+log = logging.getLogger(__name__)
+
+CACHE_FORMAT = 1
+"""Bump when the event table's meaning changes without a version bump."""
+LOCAL_DIR = ".overlapscope-cache"
+META_KEY = b"overlapscope.cache"
+STEP_DTYPES = {"step": "int32", "start_ns": "int64", "end_ns": "int64"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheConfig:
+    enabled: bool = True
+    min_bytes: int = 1 << 20
+    """Smaller traces parse faster than a cache lookup pays back: they are never cached."""
+    user_dir: Path | None = None
+    """Fallback directory when the trace's own is not writable (default: user_cache_dir())."""
+
+
+def user_cache_dir() -> Path:
+    env = os.environ.get("OVERLAPSCOPE_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base else Path.home() / ".cache") / "overlapscope"
+
+
+def content_digest(path: Path) -> str:
+    h = hashlib.blake2b(digest_size=20)
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def cache_key(path: Path, options: dict[str, Any]) -> str:
+    from .. import __version__
+
+    ident = {"format": CACHE_FORMAT, "version": __version__, "content": content_digest(path),
+             "name": path.name, "options": options}
+    return hashlib.blake2b(orjson.dumps(ident, option=orjson.OPT_SORT_KEYS), digest_size=16).hexdigest()
+
+
+def entry_paths(path: Path, key: str, config: CacheConfig) -> list[Path]:
+    """Where an entry may live, in lookup order: beside the trace, then the user cache dir."""
+    user = config.user_dir or user_cache_dir()
+    return [path.parent / LOCAL_DIR / f"{path.name}.{key}.parquet", user / f"{key}.parquet"]
+
+
+def writable_dir(directory: Path) -> bool:
+    """May we add files here? A directory with no write bit counts as read-only even for root,
+    who could write anyway: a read-only trace collection must stay untouched."""
+    try:
+        mode = directory.stat().st_mode
+    except OSError:
+        return False
+    return bool(mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)) and os.access(directory, os.W_OK)
+
+
+def cached_read(path: Path, reader: Callable[[Path], RankTrace], options: dict[str, Any],
+                config: CacheConfig = CacheConfig()) -> RankTrace:
+    """reader(path), from the cache when a valid entry exists; a fresh result is stored for next time.
+
+    `options` are the reader options that change its output (they are part of the key).
+    """
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = -1  # let the reader report the problem
+    if not config.enabled or size < config.min_bytes:
+        return reader(path)
+    key = cache_key(path, options)
+    candidates = entry_paths(path, key, config)
+    for entry in candidates:
+        if entry.is_file():
+            trace = load_entry(entry, key, path)
+            if trace is not None:
+                log.debug("%s: event table from cache %s", path, entry)
+                return trace
+    trace = reader(path)
+    beside, user = candidates
+    if not (writable_dir(path.parent) and store_entry(beside, key, trace)):
+        store_entry(user, key, trace)
+    return trace
+
+
+def load_entry(entry: Path, key: str, source: Path) -> RankTrace | None:
+    """The cached RankTrace, or None when the entry is not a complete, matching one."""
+    try:
+        table = pq.read_table(entry)
+        info = orjson.loads((table.schema.metadata or {})[META_KEY])
+        if info.get("key") != key or info.get("format") != CACHE_FORMAT:
+            return None
+        events = table.to_pandas()
+        if list(events.columns) != list(COLUMNS) or \
+                any(str(events[c].dtype) != d for c, d in COLUMNS.items()) or len(events) != info["rows"]:
+            return None
+        steps = pd.DataFrame({c: np.asarray(info["steps"][c], dtype=d) for c, d in STEP_DTYPES.items()})
+        return RankTrace(rank=info["rank"], events=events, steps=steps, source=str(source), device=info["device"],
+                         rank_from=info["rank_from"], world_size=info["world_size"], meta=info["meta"])
+    except Exception as exc:  # noqa: BLE001 - any unreadable entry is a miss, never an error
+        log.debug("%s: ignoring cache entry (%s: %s)", entry, type(exc).__name__, exc)
+        return None
+
+
+def store_entry(entry: Path, key: str, trace: RankTrace) -> bool:
+    """Write the entry atomically (temp file + rename); False when the directory is not writable."""
+    info = {
+        "key": key, "format": CACHE_FORMAT, "rows": len(trace.events), "rank": trace.rank,
+        "rank_from": trace.rank_from, "device": trace.device, "world_size": trace.world_size, "meta": trace.meta,
+        "steps": {c: trace.steps[c].to_numpy().tolist() for c in STEP_DTYPES},
+    }
+    tmp = None
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        table = pa.Table.from_pandas(trace.events, preserve_index=False)
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), META_KEY: orjson.dumps(info)})
+        fd, tmp = tempfile.mkstemp(prefix=f".{entry.name}.", suffix=".tmp", dir=entry.parent)
+        with os.fdopen(fd, "wb") as fh:
+            pq.write_table(table, fh, compression="zstd")
+        os.replace(tmp, entry)
+        tmp = None
+        _drop_older(entry)
+        return True
+    except Exception as exc:  # noqa: BLE001 - a cache that cannot be written is no cache, not an error
+        log.debug("%s: cannot write cache entry (%s: %s)", entry, type(exc).__name__, exc)
+        return False
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _drop_older(entry: Path) -> None:
+    """Entries beside a trace are per file name: keep only the newest key for that name."""
+    if entry.parent.name != LOCAL_DIR:
+        return
+    trace_name = entry.name.rsplit(".", 2)[0]
+    for other in entry.parent.glob(f"{glob_escape(trace_name)}.*.parquet"):
+        if other != entry and other.name.rsplit(".", 2)[0] == trace_name:
+            with contextlib.suppress(OSError):
+                other.unlink()
+
+
+def glob_escape(text: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)

@@ -1,0 +1,206 @@
+"""Per-file work on a process pool bounded by cores and memory, with a progress bar for long ingests.
+
+Results come back in input order, and a job's exception is returned rather than raised, so the
+caller raises the first failure in file order: the same error a serial read would have stopped at.
+Log records of warning level and above that a worker emits are replayed in the calling process.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+log = logging.getLogger(__name__)
+
+PROGRESS_AFTER_S = 1.0
+"""An ingest shows a progress bar once it has run this long (and stderr is a terminal)."""
+BASE_WORKER_BYTES = 250 << 20
+"""Resident size of a worker before it reads anything (Python, NumPy, pandas, pyarrow)."""
+BYTES_PER_JSON_BYTE = 3
+"""Peak working set of a read per byte of uncompressed JSON (bytes + decoded events + columns)."""
+PARALLEL_MIN_BYTES = 32 << 20
+"""Runs with less JSON than this are read in-process: a pool would cost more than it saves."""
+
+
+@dataclass
+class JobResult:
+    value: Any = None
+    error: BaseException | None = None
+    records: list[logging.LogRecord] | None = None
+
+
+def json_bytes(path: Path) -> int:
+    """Uncompressed size: gzip's ISIZE trailer (mod 4 GiB) for .gz, else the file size."""
+    try:
+        size = path.stat().st_size
+        if path.name.endswith(".gz") and size >= 18:
+            with open(path, "rb") as fh:
+                fh.seek(-4, os.SEEK_END)
+                isize = int.from_bytes(fh.read(4), "little")
+            # ISIZE wraps at 4 GiB; a compression ratio below 1 means it wrapped.
+            return isize if isize >= size else isize + (1 << 32)
+        return size
+    except OSError:
+        return 0
+
+
+def available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:  # noqa: BLE001 - no way to know: bound by cores only
+        return None
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _paths(item: Path | Sequence[Path]) -> Sequence[Path]:
+    return [item] if isinstance(item, Path) else item
+
+
+def pool_size(items: Sequence[Path | Sequence[Path]], workers: int | None = None) -> int:
+    """Processes for `items` (files, or lists of files read together): at most one per item and
+    core, and as many as memory holds."""
+    if not items:
+        return 1
+    limit = min(len(items), workers or cpu_count())
+    avail = available_memory()
+    if avail is not None:
+        biggest = max(sum(json_bytes(f) for f in _paths(item)) for item in items)
+        limit = min(limit, max(1, avail // (BASE_WORKER_BYTES + BYTES_PER_JSON_BYTE * biggest)))
+    return max(1, limit)
+
+
+def should_parallelize(items: Sequence[Path | Sequence[Path]]) -> bool:
+    total = sum(json_bytes(f) for item in items for f in _paths(item))
+    return len(items) > 1 and total >= PARALLEL_MIN_BYTES
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        record.msg, record.args = record.getMessage(), None  # picklable whatever the args were
+        record.exc_info = record.exc_text = None
+        self.records.append(record)
+
+
+def run_job(func: Callable[..., Any], item: Any, *args: Any) -> JobResult:
+    """func(item, *args) with its exception and its warnings captured for the caller."""
+    handler = _Collect()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    old_level = root.level
+    if root.level > logging.WARNING or root.level == logging.NOTSET:
+        root.setLevel(logging.WARNING)
+    try:
+        return JobResult(value=func(item, *args), records=handler.records)
+    except Exception as exc:  # noqa: BLE001 - returned, re-raised by the caller in file order
+        return JobResult(error=exc, records=handler.records)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+
+
+def replay(results: Iterable[JobResult]) -> list[Any]:
+    """Values in order; replays worker warnings here, then raises the first job's error."""
+    values = []
+    for r in results:
+        for record in r.records or ():
+            logging.getLogger(record.name).handle(record)
+        if r.error is not None:
+            raise r.error
+        values.append(r.value)
+    return values
+
+
+class Progress:
+    """A rich progress bar that appears only once the work has run PROGRESS_AFTER_S on a terminal."""
+
+    def __init__(self, total: int, label: str) -> None:
+        self.total, self.label, self.done = total, label, 0
+        self.t0 = time.monotonic()
+        self._bar = None
+        self._task = None
+
+    def tick(self, advance: int = 0) -> None:
+        self.done += advance
+        if self._bar is None and time.monotonic() - self.t0 >= PROGRESS_AFTER_S and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as RichProgress
+
+            self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(self.label, total=self.total)
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def pool_context() -> multiprocessing.context.BaseContext:
+    """fork where it is safe (no other thread could hold a lock across it): instant, and no
+    re-import of the caller's __main__; else forkserver (preloaded), else spawn."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    if "forkserver" in methods:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["overlapscope.analysis.distributed"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def map_files(func: Callable[..., Any], files: Sequence[Path | Sequence[Path]], *args: Any,
+              workers: int | None = None, label: str = "reading traces") -> list[Any]:
+    """[func(f, *args) for f in files], on a process pool when it pays; errors as a serial loop's.
+
+    An item of `files` is a path or a list of paths read together."""
+    n = pool_size(files, workers) if (workers and workers > 1) or (workers is None and should_parallelize(files)) else 1
+    with Progress(len(files), label) as progress:
+        if n <= 1:
+            values = []
+            for f in files:
+                values.append(func(f, *args))  # in-process: errors and warnings as they happen
+                progress.tick(1)
+            return values
+        log.debug("%s: %d files on %d processes", label, len(files), n)
+        with ProcessPoolExecutor(max_workers=n, mp_context=pool_context()) as pool:
+            futures = [pool.submit(run_job, func, f, *args) for f in files]
+            pending = set(futures)
+            while pending:
+                finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+                progress.tick(len(finished))
+            return replay(f.result() for f in futures)
