@@ -22,7 +22,7 @@ setup: $(VENV)/.installed
 # Main job: profile a reference FSDP2 run (CPU + gloo, 2 ranks), analyze it, serve the dashboard.
 demo: setup
 	$(BIN)/overlapscope profile --out $(RUN) --force --steps 4 -- \
-		$(BIN)/torchrun --standalone --nproc-per-node 2 -m instrumented_models.fsdp2 --prefetch default
+		$(BIN)/torchrun --standalone --nproc-per-node 2 -m instrumented_models.fsdp2 --prefetch 1
 	$(BIN)/overlapscope analyze $(RUN)
 	$(BIN)/overlapscope dashboard $(RUN) --port $(PORT)
 

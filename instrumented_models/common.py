@@ -8,6 +8,7 @@ runs inside `label("layerN")` and every iteration inside `train_step` > `forward
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import os
 import time
@@ -61,7 +62,15 @@ def setup() -> Context:
 
 
 def teardown() -> None:
+    """Destroy the process group while Python still runs, after everything that used it is freed.
+
+    Left to interpreter shutdown (a DDP reducer or FSDP state still holding the group), gloo's
+    teardown sometimes aborts the process ("terminate called without an active exception") after
+    a profiled run; so: collect the model's reference cycles, let every rank finish, then destroy.
+    """
     if dist.is_initialized():
+        gc.collect()
+        dist.barrier()
         dist.destroy_process_group()
 
 

@@ -25,8 +25,8 @@ def main() -> None:
                dim=args.dim, layers=args.layers, batch=args.batch, seq=args.seq)
     x, y = batch(args, ctx, data_rank=ctx.rank)
     train(args, ctx, standard_iteration(ddp, optimizer(ddp.parameters(), args), x, y), report=ctx.rank == 0)
-    teardown()
 
 
 if __name__ == "__main__":
     main()
+    teardown()  # once main's model and optimizer, the process group's last users, are gone

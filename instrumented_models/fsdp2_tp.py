@@ -38,8 +38,8 @@ def main() -> None:
                dim=args.dim, layers=args.layers, heads=args.heads, batch=args.batch, seq=args.seq)
     x, y = batch(args, ctx, data_rank=mesh["dp"].get_local_rank())
     train(args, ctx, standard_iteration(model, optimizer(model.parameters(), args), x, y), report=ctx.rank == 0)
-    teardown()
 
 
 if __name__ == "__main__":
     main()
+    teardown()  # once main's model and optimizer, the process group's last users, are gone

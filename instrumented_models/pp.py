@@ -6,7 +6,9 @@
 Knobs: the schedule and the number of micro-batches. With p pipeline ranks and m micro-batches the
 bubble (time a stage has no micro-batch to compute) is (p-1)/(m+p-1) of the step for GPipe and 1F1B
 and (p-1)/(v*m+p-1) for interleaved 1F1B with v=2 stages per rank: more micro-batches, less bubble.
-Labels: GPipe emits `Forward i` / `Backward i`, interleaved 1F1B `PP:<stage><F|B><mb>`; 1F1B emits
+The defaults are wider than the other reference runs (dim 256, seq 128, 32 sequences) so that a
+micro-batch's compute, not gloo's per-message latency on CPU, sets the step time and the measured
+bubble can be held against the theory. Labels: GPipe emits `Forward i` / `Backward i`, interleaved 1F1B `PP:<stage><F|B><mb>`; 1F1B emits
 none, so this script wraps its stage's forward/backward chunks in `PP:<stage>F<mb>` / `PP:<stage>B<mb>`.
 """
 from __future__ import annotations
@@ -51,6 +53,7 @@ def main() -> None:
     p = parser(__doc__)
     p.add_argument("--schedule", choices=sorted(SCHEDULES), default="1f1b")
     p.add_argument("--microbatches", type=int, default=4)
+    p.set_defaults(dim=256, seq=128, batch=32)
     args = p.parse_args()
     if args.batch % args.microbatches:
         raise SystemExit(f"--batch {args.batch} must be a multiple of --microbatches {args.microbatches}")
@@ -82,8 +85,8 @@ def main() -> None:
         return float(torch.stack(losses).mean()) if last else None
 
     train(args, ctx, iteration, report=last)
-    teardown()
 
 
 if __name__ == "__main__":
     main()
+    teardown()  # once main's model and optimizer, the process group's last users, are gone

@@ -2,13 +2,37 @@
 
 Pipeline: capture -> ingest (one reader per format, one event table out) -> analysis (pure
 functions on interval arrays) -> report / dashboard / check.
+
+The public names load lazily: the pytest plugin entry point imports this package in every pytest
+session, which must not pay for pandas and NumPy unless overlapscope is used.
 """
 from __future__ import annotations
 
-from .analysis import Analysis, analyze
-from .errors import OverlapscopeError
-from .ingest import load_run
-from .ingest.table import RankTrace, Run
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["analyze", "load_run", "Analysis", "Run", "RankTrace", "OverlapscopeError", "__version__"]
+
+_EXPORTS = {
+    "analyze": ("overlapscope.analysis", "analyze"),
+    "Analysis": ("overlapscope.analysis.result", "Analysis"),
+    "load_run": ("overlapscope.ingest", "load_run"),
+    "Run": ("overlapscope.ingest.table", "Run"),
+    "RankTrace": ("overlapscope.ingest.table", "RankTrace"),
+    "OverlapscopeError": ("overlapscope.errors", "OverlapscopeError"),
+    "capture": ("overlapscope.capture", "capture"),
+}
+__all__ = [*_EXPORTS, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        module, attr = _EXPORTS[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'overlapscope' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

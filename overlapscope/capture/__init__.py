@@ -1,22 +1,36 @@
 """Capture: wrap a training run and get one Kineto trace per rank plus a run manifest.
 
-The names below load on first use (PEP 562): they import torch (~1 s), and the CLI imports
-`overlapscope.capture.cli` to register `profile` on every start, `overlapscope analyze` included.
+    from overlapscope.capture import capture      # or: import overlapscope; overlapscope.capture(...)
+    with capture("runs/a", steps=5) as cap:
+        ...; cap.step()
+
+This package is also callable (`overlapscope.capture(out_dir, ...)` is `capture(...)`), so the
+top-level re-export and the subpackage can share the name. torch is imported on first use only,
+so `import overlapscope` stays light for users who only analyze traces.
 """
 from __future__ import annotations
 
-import importlib
+import sys
+import types
 from typing import Any
-
-_WHERE = {"label": ".labels", "set_layout": ".manifest", "Capture": ".profiler", "CaptureConfig": ".profiler",
-          "capture": ".profiler"}
 
 __all__ = ["Capture", "CaptureConfig", "capture", "label", "set_layout"]
 
+_LAZY = {"capture": "profiler", "Capture": "profiler", "CaptureConfig": "profiler",
+         "label": "labels", "set_layout": "manifest"}
+
 
 def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE[name], __name__), name)
-    globals()[name] = value
-    return value
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _CallableModule(types.ModuleType):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from .profiler import capture
+        return capture(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -46,6 +46,9 @@ class _OptimizerStepHook:
                 self.session = profiler.Session(self.config)
                 profiler.register_hook_session(self.session)
                 self.session.start()
+                # only a process that profiles trades SIGTERM's instant death for a partial trace
+                if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                    signal.signal(signal.SIGTERM, _exit_on_sigterm)
                 return
             self.session.step()
             if self.session.exported:
@@ -70,8 +73,9 @@ class _OptimizerStepHook:
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
-    # torchrun SIGTERMs the surviving ranks when one fails; exiting normally runs atexit,
-    # which writes the partial trace those ranks hold.
+    # torchrun SIGTERMs the surviving ranks when one fails; exiting normally runs atexit, which
+    # writes the partial trace those ranks hold. (A rank blocked inside a C++ collective runs this
+    # only when the call returns; torchrun's SIGKILL after its grace period still ends it.)
     sys.exit(128 + signum)
 
 
@@ -89,8 +93,6 @@ def install_from_env() -> bool:
         hook = _OptimizerStepHook(config)
         register_optimizer_step_post_hook(hook)
         atexit.register(hook.finish)
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, _exit_on_sigterm)
         return True
     except Exception as exc:
         log.warning("overlapscope: start-up hook not installed: %s", exc)

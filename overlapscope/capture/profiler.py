@@ -10,6 +10,7 @@ calls `step()` from torch's global optimizer-step hook instead of from the scrip
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass
@@ -186,8 +187,8 @@ class Capture:
         if launcher_out and Path(launcher_out).resolve() != Path(config.out_dir).resolve():
             # `overlapscope profile --out X` decides where traces go, so its manifest finds them
             log.info("capture(): writing to the profile launcher's %s instead of %s", launcher_out, config.out_dir)
-            config = CaptureConfig(**{**config.__dict__, "out_dir": Path(launcher_out),
-                                      "nsys": config.nsys or os.environ.get(ENV_NSYS) == "1"})
+            config = dataclasses.replace(config, out_dir=Path(launcher_out),
+                                         nsys=config.nsys or os.environ.get(ENV_NSYS) == "1")
         self.config = config
         self.session = Session(config)
         self._start = manifest.utc_now()

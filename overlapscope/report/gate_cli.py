@@ -1,0 +1,141 @@
+"""`overlapscope baseline` and `overlapscope check`: the CI gate's commands.
+
+Exit status of `check`: 0 no regression, 1 regression, 2 unusable input (one line says why).
+RUN is anything `overlapscope.load_run` reads, or a baseline JSON written earlier (a stored
+snapshot of a run, so two archived runs can be compared without their traces).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from overlapscope.errors import OverlapscopeError
+from overlapscope.report import gate_baseline as gb
+from overlapscope.report.gate import DEFAULT_METRICS, METRICS, Thresholds, compare
+from overlapscope.report.junit import junit_error_xml, junit_xml, write_text
+from overlapscope.report.summary import (error_annotation, error_markdown, github_annotations, markdown,
+                                         publish_github, text_report)
+
+
+def run_document(path: str | Path, *, step_pattern: str | None = None,
+                 comm_patterns: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The baseline-shaped record of a run: analyzed from traces, or read back from a baseline JSON."""
+    path = Path(path)
+    if path.is_file() and path.suffix == ".json" and _is_baseline(path):
+        return gb.load_baseline(path)
+    from overlapscope import analyze, load_run  # the core's entry points; imported late, they are heavy
+    from overlapscope.ingest.steps import DEFAULT_STEP_PATTERN
+
+    run = load_run(path, step_pattern=step_pattern or DEFAULT_STEP_PATTERN, comm_patterns=tuple(comm_patterns))
+    return gb.build_baseline(analyze(run))
+
+
+def _run_options(func: Callable) -> Callable:
+    func = click.option("--step-pattern", default=None, metavar="REGEX",
+                        help="Names of step ranges (default: ProfilerStep#N or 'step N').")(func)
+    func = click.option("--comm-pattern", "comm_patterns", multiple=True, metavar="REGEX",
+                        help="Extra kernel-name pattern that counts as communication (repeatable).")(func)
+    return func
+
+
+def _is_baseline(path: Path) -> bool:
+    with path.open("rb") as fh:
+        head = fh.read(4096)
+    return gb.SCHEMA.encode() in head
+
+
+@click.command("baseline")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Baseline JSON to write (replaced atomically).")
+@_run_options
+def baseline(runs: tuple[str, ...], output: str, step_pattern: str | None, comm_patterns: tuple[str, ...]) -> None:
+    """Record per-step exposed communication, overlap and step time of RUN... as a baseline for `check`.
+
+    Several runs of one configuration make a baseline that knows the machine's run-to-run noise:
+    `check` then allows a change as large as one reference run strays from the others.
+    """
+    try:
+        docs = []
+        for run in runs:
+            doc = run_document(run, step_pattern=step_pattern, comm_patterns=comm_patterns)
+            steps = gb.step_frame(doc)
+            if steps.empty or (steps["step"] < 0).all():
+                raise OverlapscopeError("no steps (no ProfilerStep#N or 'step N' ranges): a baseline needs per-step "
+                                        "samples, profile several steps", run)
+            docs.extend(gb.split_runs(doc))
+        gb.save_baseline(gb.combine(docs), output)
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback (OVERLAPSCOPE_DEBUG=1 shows it)
+        raise _usage_exit(_user_error(exc)) from None
+    click.echo(f"baseline: {output} ({len(docs)} run{'s' if len(docs) > 1 else ''}, {steps['rank'].nunique()} ranks, "
+               f"{steps['step'].nunique()} steps)")
+
+
+@click.command("check")
+@click.argument("run", type=click.Path(exists=True))
+@click.option("--baseline", "baseline_path", required=True, type=click.Path(dir_okay=False),
+              help="Baseline JSON written by `overlapscope baseline`.")
+@click.option("--metric", "metrics", multiple=True, type=click.Choice(list(METRICS)),
+              help=f"Metric to check (repeatable). Default: {', '.join(DEFAULT_METRICS)}.")
+@click.option("--max-increase", "max_increase_pct", type=float, default=Thresholds.max_increase_pct,
+              show_default=True, metavar="PCT", help="Allowed worsening, percent of the baseline median.")
+@click.option("--min-increase-ms", type=float, default=Thresholds.min_increase_ms, show_default=True,
+              metavar="MS", help="Allowed worsening of time metrics, ms per step.")
+@click.option("--min-increase-points", type=float, default=Thresholds.min_increase_points, show_default=True,
+              metavar="PP", help="Allowed worsening of percentage metrics, percentage points.")
+@click.option("--alpha", type=float, default=Thresholds.alpha, show_default=True,
+              help="One-sided significance level.")
+@click.option("--noise-factor", type=float, default=Thresholds.noise_factor, show_default=True,
+              help="With a baseline of several runs: allow this times the largest run-to-run shift among them.")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML here.")
+@click.option("--summary", "summary_path", type=click.Path(dir_okay=False), help="Write a markdown summary here.")
+@_run_options
+def check(run: str, baseline_path: str, metrics: tuple[str, ...], max_increase_pct: float, min_increase_ms: float,
+          min_increase_points: float, alpha: float, noise_factor: float, junit_path: str | None,
+          summary_path: str | None,
+          step_pattern: str | None, comm_patterns: tuple[str, ...]) -> None:
+    """Compare RUN with a baseline: exit 0 pass, 1 regression, 2 unusable input."""
+    try:
+        thresholds = Thresholds(max_increase_pct=max_increase_pct, min_increase_ms=min_increase_ms,
+                                min_increase_points=min_increase_points, alpha=alpha, noise_factor=noise_factor)
+        base = gb.load_baseline(baseline_path)
+        current = run_document(run, step_pattern=step_pattern, comm_patterns=comm_patterns)
+        verdict = compare(base, current, thresholds, metrics or DEFAULT_METRICS)
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback (OVERLAPSCOPE_DEBUG=1 shows it)
+        exc = _user_error(exc)
+        message = str(exc)
+        if junit_path:
+            write_text(junit_error_xml(message), junit_path)
+        if summary_path:
+            write_text(error_markdown(message), summary_path)
+        for line in publish_github(error_markdown(message), [error_annotation(message)]):
+            click.echo(line)
+        raise _usage_exit(exc) from None
+    md = markdown(verdict)
+    if junit_path:
+        write_text(junit_xml(verdict), junit_path)
+    if summary_path:
+        write_text(md, summary_path)
+    click.echo(text_report(verdict))
+    for line in publish_github(md, github_annotations(verdict)):
+        click.echo(line)
+    raise SystemExit(verdict.exit_code)
+
+
+def _user_error(exc: Exception) -> OverlapscopeError:
+    if isinstance(exc, OverlapscopeError):
+        return exc
+    if os.environ.get("OVERLAPSCOPE_DEBUG"):
+        raise exc
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return OverlapscopeError(f"internal error, please report it with OVERLAPSCOPE_DEBUG=1 output: "
+                             f"{type(exc).__name__}: {first}")
+
+
+def _usage_exit(exc: OverlapscopeError) -> SystemExit:
+    # One line on stderr, never a traceback: the shared contract for user errors (exit 2).
+    click.echo(f"overlapscope: error: {exc}", err=True)
+    return SystemExit(2)

@@ -1,0 +1,168 @@
+"""Words for a gate verdict: one line per metric, a markdown summary, GitHub Actions output."""
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+from typing import Mapping
+
+from overlapscope.report.gate import Finding, MetricResult, Verdict
+
+_STATUS = {"regression": "❌ regression", "pass": "✅ pass", "improved": "✅ improved", "undecided": "⚪ undecided"}
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
+
+
+def fmt(value: float | None, unit: str, *, signed: bool = False, delta: bool = False) -> str:
+    """12.345 ms / 45.2% for a value in the metric's unit (ns or pct); deltas of pct are points (pp)."""
+    if value is None or not math.isfinite(value):
+        return "n/a" if value is None or math.isnan(value) else ("+inf" if value > 0 else "-inf")
+    sign = "+" if signed else ""
+    if unit == "ns":
+        return f"{value / 1e6:{sign},.3f} ms"
+    return f"{value:{sign}.1f}" + (" pp" if signed or delta else "%")
+
+
+def _relative(result: MetricResult) -> str:
+    base = result.baseline_median
+    est = result.worsening.estimate
+    if not (math.isfinite(base) and math.isfinite(est)) or base == 0:
+        return ""
+    return f"{100.0 * est * result.metric.worse / abs(base):+.1f}%; "
+
+
+def key_text(f: Finding) -> str:
+    return f.key if f.key else f"(no {f.kind})"
+
+
+def finding_text(f: Finding, unit: str = "ns") -> str:
+    return f"{f.kind} {key_text(f)} {fmt(f.delta, unit, signed=True)}/step"
+
+
+def change_text(result: MetricResult, alpha: float) -> str:
+    """The change in the metric's own direction, with its one-sided bound on the worse side."""
+    m, w = result.metric, result.worsening
+    conf = f"{100 * (1 - alpha):g}%"
+    change = fmt(w.estimate * m.worse, m.unit, signed=True)
+    bound = f"at {'least' if m.worse > 0 else 'most'} {fmt(w.lower * m.worse, m.unit, signed=True)}"
+    paired = {"wilcoxon": ", paired by step", "paired-t": ", paired by step, t"}.get(w.method, "")
+    return f"{change} per step ({_relative(result)}{conf}: {bound}{paired})"
+
+
+def describe(result: MetricResult, alpha: float) -> str:
+    """One line: what moved, by how much, whether that is beyond noise and thresholds, and where."""
+    m = result.metric
+    if result.note and result.status == "undecided":
+        return f"{m.name} undecided: {result.note}"
+    head = {"regression": "REGRESSED", "pass": "ok", "improved": "improved", "undecided": "undecided"}[result.status]
+    line = f"{m.name} {head}: {change_text(result, alpha)}, allowed worsening {fmt(result.allowed, m.unit, delta=True)}"
+    if result.noise > 0 and result.noise >= result.allowed:
+        line += " (the baseline runs' own run-to-run noise)"
+    if m.section == "steps":
+        line += f"; median {fmt(result.baseline_median, m.unit)} -> {fmt(result.current_median, m.unit)}"
+    else:
+        line += " (the key that moved most)"
+    if result.note:
+        line += f"; {result.note}"
+    if result.findings:
+        unit = "ns" if m.section != "steps" or m.attribute else m.unit
+        parts = [finding_text(f, m.unit if f.kind == "rank" else unit) for f in result.findings]
+        line += "; " + ", ".join(parts)
+    return line
+
+
+def text_report(verdict: Verdict) -> str:
+    lines = [describe(r, verdict.thresholds.alpha) for r in verdict.results]
+    lines += [f"warning: {w}" for w in verdict.warnings]
+    n = len(verdict.regressions)
+    lines.append(f"overlapscope check: {'FAIL' if n else 'PASS'} ({n} of {len(verdict.results)} metrics regressed)")
+    return "\n".join(lines)
+
+
+def md_code(text: object) -> str:
+    """A code span: its content is shown verbatim (HTML escaped by the renderer); only backticks break it."""
+    return "`" + str(text).replace("`", "'").replace("\n", " ") + "`"
+
+
+def md_escape(text: str) -> str:
+    """Trace-supplied names (scopes, groups) may hold markdown or HTML: show them, never render them."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
+
+
+def markdown(verdict: Verdict) -> str:
+    th = verdict.thresholds
+    n = len(verdict.regressions)
+    title = f"❌ {n} of {len(verdict.results)} metrics regressed" if n else "✅ no regression"
+    conf = f"{100 * (1 - th.alpha):g}%"
+    out = [
+        f"## overlapscope check: {title}",
+        "",
+        f"Baseline {md_code(verdict.baseline_run.get('path', '?'))} · this run "
+        f"{md_code(verdict.current_run.get('path', '?'))} · world size "
+        f"{md_escape(verdict.current_run.get('world_size', '?'))}",
+        "",
+        f"A metric fails when its change per step is significant ({conf} one-sided bound on the worse side, "
+        f"Hodges-Lehmann over per-step samples, paired by step when both runs have the same steps) and worse by more "
+        f"than {th.max_increase_pct:g}% of its baseline median and more than {th.min_increase_ms:g} ms "
+        f"({th.min_increase_points:g} points for percentages)"
+        + (f", and by more than the baseline's {verdict.baseline_runs} runs stray from each other." if
+           verdict.baseline_runs > 1 else "."),
+        "",
+        f"| metric | status | baseline median | this run | change per step | {conf} bound | allowed worsening |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in verdict.results:
+        m, w = r.metric, r.worsening
+        name = md_code(m.name) + ("" if m.section == "steps" else " (worst key)")
+        out.append(f"| {name} | {_STATUS[r.status]} | {fmt(r.baseline_median, m.unit)} | "
+                   f"{fmt(r.current_median, m.unit)} | {fmt(w.estimate * m.worse, m.unit, signed=True)} | "
+                   f"{'≥' if m.worse > 0 else '≤'} {fmt(w.lower * m.worse, m.unit, signed=True)} | "
+                   f"{fmt(r.allowed, m.unit, delta=True)} |")
+    details = [r for r in verdict.results if r.findings or r.note]
+    if details:
+        out += ["", "### Details"]
+        for r in details:
+            unit = r.metric.unit if r.metric.section == "steps" and not r.metric.attribute else "ns"
+            items = [f"{f.kind} {md_code(key_text(f))} {fmt(f.delta, r.metric.unit if f.kind == 'rank' else unit, signed=True)}"
+                     f"/step{'' if f.significant else ' (largest, not significant alone)'}" for f in r.findings]
+            text = "; ".join(items) if items else md_escape(r.note)
+            out.append(f"- **{r.metric.title}** ({md_code(r.metric.name)}): {text}")
+    if verdict.warnings:
+        out += ["", "### Warnings"] + [f"- {md_escape(w)}" for w in verdict.warnings]
+    return "\n".join(out) + "\n"
+
+
+def error_markdown(message: str) -> str:
+    return f"## overlapscope check: ⚠️ cannot compare\n\n{md_escape(message)}\n"
+
+
+def _gh_escape(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_prop(text: str) -> str:
+    return _gh_escape(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_annotations(verdict: Verdict) -> list[str]:
+    """`::error` per regressed metric and `::warning` per identity difference (workflow commands)."""
+    alpha = verdict.thresholds.alpha
+    lines = [f"::error title={_gh_prop('overlapscope ' + r.metric.name)}::{_gh_escape(describe(r, alpha))}"
+             for r in verdict.regressions]
+    lines += [f"::warning title=overlapscope::{_gh_escape(w)}" for w in verdict.warnings]
+    return lines
+
+
+def publish_github(markdown_text: str, annotations: list[str], env: Mapping[str, str] = os.environ) -> list[str]:
+    """Under GitHub Actions append the summary to $GITHUB_STEP_SUMMARY; return the lines to print."""
+    if env.get("GITHUB_ACTIONS") != "true":
+        return []
+    summary_path = env.get("GITHUB_STEP_SUMMARY")
+    if summary_path:
+        with Path(summary_path).open("a", encoding="utf-8") as fh:
+            fh.write(markdown_text)
+    return annotations
+
+
+def error_annotation(message: str) -> str:
+    return f"::error title=overlapscope check::{_gh_escape(message)}"
