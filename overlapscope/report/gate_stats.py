@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy.special import ndtri, stdtrit  # normal and Student t quantiles; scipy.stats costs 1 s to import
 
 # Above this many pairs (or Walsh averages) the exact distribution gives way to the normal one.
 _EXACT_MAX = 4_096
@@ -86,6 +85,10 @@ def _bound_rank(cdf: tuple[float, ...] | None, count: int, mean: float, sd: floa
     k with P(stat <= k - 1) <= alpha."""
     if cdf is not None:
         return int(np.searchsorted(np.asarray(cdf), alpha + _EPS, side="right"))
+    # scipy.special (normal and Student t quantiles; scipy.stats costs 1 s to import) loads here, not
+    # at import: the CLI imports this module to register its commands on every start.
+    from scipy.special import ndtri
+
     k = math.floor(mean + float(ndtri(alpha)) * sd + 0.5)  # continuity-corrected alpha quantile
     return min(max(k, 0), count)
 
@@ -99,6 +102,8 @@ def _from_sorted(sorted_diffs: np.ndarray, k: int) -> tuple[float, float]:
 def _t_bounds(mean: float, se: float, df: float, alpha: float) -> tuple[float, float]:
     if not (df > 0 and math.isfinite(se)):
         return -math.inf, math.inf
+    from scipy.special import stdtrit  # on first use, as ndtri above
+
     half = float(stdtrit(df, 1 - alpha)) * se
     return mean - half, mean + half
 
