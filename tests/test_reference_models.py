@@ -60,10 +60,11 @@ class Profiled:
 def profiled(tmp_path_factory: pytest.TempPathFactory):
     cache: dict[str, Profiled] = {}
 
-    def get(key: str) -> Profiled:
-        if key not in cache:
+    def get(key: str, attempt: int = 1) -> Profiled:
+        """The profiled run of RUNS[key]; attempt 2 is a fresh run of the same command."""
+        if (key, attempt) not in cache:
             model, nproc, args = RUNS[key]
-            out = tmp_path_factory.mktemp(key) / "run"
+            out = tmp_path_factory.mktemp(f"{key}-{attempt}") / "run"
             cmd = [sys.executable, "-m", "overlapscope.capture.cli", "--out", str(out), "--steps", str(STEPS),
                    "--skip-first", str(SKIP_FIRST), "--", sys.executable, "-m", "torch.distributed.run",
                    "--standalone", "--nproc-per-node", str(nproc), "-m", f"instrumented_models.{model}",
@@ -73,10 +74,25 @@ def profiled(tmp_path_factory: pytest.TempPathFactory):
             (out.parent / "stderr.log").write_text(done.stderr)
             assert done.returncode == 0, "\n".join(
                 [ln for ln in done.stderr.splitlines() if re.search(r"error|abort|terminate|signal", ln, re.I)][:40])
-            cache[key] = Profiled(out, done)
-        return cache[key]
+            cache[key, attempt] = Profiled(out, done)
+        return cache[key, attempt]
 
     return get
+
+
+def knob_effect(profiled, keys: tuple[str, str], measure, holds) -> None:
+    """Check a knob's effect on timing-based numbers; on a miss, profile both runs once more.
+
+    A 2-core machine shared with other jobs can deschedule a rank for a whole step, so one pair of
+    runs may disagree with the knob by chance; the same miss twice in a row is a real failure.
+    """
+    seen = []
+    for attempt in (1, 2):
+        values = tuple(measure(profiled(key, attempt)) for key in keys)
+        seen.append(values)
+        if holds(*values):
+            return
+    pytest.fail(f"{keys}: effect not seen in two pairs of runs: {seen}")
 
 
 @pytest.mark.parametrize("key", ["ddp", "fsdp2", "tp", "pp", "fsdp2_tp"])
@@ -125,20 +141,19 @@ def test_fsdp2_prefetch_exposes_less_all_gather(profiled) -> None:
     prefetch a large part runs under the previous block's compute. Judged on the exposed share, a
     median over ranks and steps: on a shared 2-core machine the absolute all-gather time swings with
     scheduling (an async all-gather competes with compute for the cores), the share does not."""
-    with_prefetch = statistics.median(exposed_all_gather_share(profiled("fsdp2").run))
-    without = statistics.median(exposed_all_gather_share(profiled("fsdp2_no_prefetch").run))
     # measured here: 0.99-1.0 without, 0.4-0.6 with
-    assert without > 0.9, without
-    assert with_prefetch < without - 0.2, (with_prefetch, without)
+    knob_effect(profiled, ("fsdp2", "fsdp2_no_prefetch"),
+                lambda p: statistics.median(exposed_all_gather_share(p.run)),
+                lambda with_prefetch, without: without > 0.9 and with_prefetch < without - 0.2)
 
 
 def test_ddp_small_buckets_overlap_backward(profiled) -> None:
     """0.25 MB buckets all-reduce while backward still runs; one 25 MB bucket (bigger than the model)
     all-reduces only once backward is done, so nothing overlaps it. Medians over ranks and steps."""
-    small = float(np.median(profiled("ddp").analysis.steps["overlap_pct"]))
-    one = float(np.median(profiled("ddp_one_bucket").analysis.steps["overlap_pct"]))
     # measured here: ~0% with one bucket, 30-80% (median ~55%) with small ones
-    assert one < 10 and small > one + 20, (small, one)
+    knob_effect(profiled, ("ddp", "ddp_one_bucket"),
+                lambda p: float(np.median(p.analysis.steps["overlap_pct"])),
+                lambda small, one: one < 10 and small > one + 20)
 
 
 def bubble_pct_by_rank(analysis) -> dict[int, float]:
@@ -153,11 +168,9 @@ def bubble_pct_by_rank(analysis) -> dict[int, float]:
 
 
 def test_pp_more_microbatches_smaller_bubble(profiled) -> None:
-    one = bubble_pct_by_rank(profiled("pp_gpipe_m1").analysis)
-    four = bubble_pct_by_rank(profiled("pp_gpipe_m4").analysis)
     # theory (p-1)/(m+p-1): 50% with one micro-batch, 20% with four; measured ~50% and ~22%
-    for rank in (0, 1):
-        assert four[rank] < one[rank] - 10, (one, four)
+    knob_effect(profiled, ("pp_gpipe_m1", "pp_gpipe_m4"), lambda p: bubble_pct_by_rank(p.analysis),
+                lambda one, four: all(four[rank] < one[rank] - 10 for rank in (0, 1)))
 
 
 def test_pp_microbatch_labels(profiled) -> None:
