@@ -89,3 +89,29 @@ def test_ranks_that_never_overlap_in_time_warn(tmp_path, caplog):
     result = run(str(tmp_path), "--format", "json")
     assert result.exit_code == 0
     assert "clocks apart" in caplog.text and "8000.000 s before" in caplog.text
+
+
+def test_a_bug_is_one_line_too_never_a_traceback(monkeypatch):
+    import overlapscope.analysis.distributed as distributed
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(distributed, "analyze_path", broken)
+    result = run(str(BAD / "mixed_world_sizes"))
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        "overlapscope: error: internal error, please report it with OVERLAPSCOPE_DEBUG=1 output: RuntimeError: boom"]
+
+
+def test_ranks_missing_from_the_manifest_warn(tmp_path, caplog):
+    import orjson
+    from kineto_builder import KinetoTrace
+
+    t = KinetoTrace(rank=0, world_size=4, base_ns=0)
+    t.kernel("void gemm()", 1_000, 2_000)
+    t.write(tmp_path / "rank0.json")
+    (tmp_path / "manifest.json").write_bytes(orjson.dumps({"world_size": 4}))
+    result = run(str(tmp_path), "--format", "json")
+    assert result.exit_code == 0
+    assert "3 of 4 ranks have no trace (missing: 1, 2, 3)" in caplog.text

@@ -42,6 +42,8 @@ def test_json_schema_and_exact_values(run_dir):
         (49_000, 20_000, 10_000)
     assert (r1["total"]["exposed_comm_ns"], r1["total"]["overlapped_ns"]) == (20_000, 5_000)
     assert r0["total"]["overlap_pct"] == pytest.approx(100 * 10 / 30)
+    assert r0["total"]["exposed_comm_pct"] == pytest.approx(100 * 20 / 49)
+    assert r0["steps"][0]["exposed_comm_pct"] == pytest.approx(100 * 20 / 49)
     assert {(b["rank"], b["scope"]) for b in doc["by_scope"]} == {(0, "layers.0 | forward"), (1, "layers.0 | forward")}
 
 

@@ -8,9 +8,8 @@ from ..errors import TraceError
 from ..ingest.table import RankTrace
 from .codes import isin
 
-DEVICE_KINDS = ("compute", "comm", "memcpy", "memset")
-# Kinds that occupy a lane of work: what the windows must cover.
-WORK_KINDS = DEVICE_KINDS
+# Kinds that occupy a lane of work: what the windows must cover (sync and CPU ops do not).
+WORK_KINDS = ("compute", "comm", "memcpy", "memset")
 
 
 def _frame(steps, starts, ends) -> pd.DataFrame:
