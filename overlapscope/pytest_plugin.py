@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 UPDATE = "--overlapscope-update-baseline"
 # Every pytest session of every user who installs overlapscope loads this module (pytest11): it
 # imports only pytest at load time; pandas, scipy and torch come in when a test uses the fixture.
-DEFAULT_METRICS = ("exposed_comm", "overlap", "exposed_comm_by_collective", "exposed_comm_by_scope")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -86,7 +85,7 @@ class OverlapscopeGate:
         values = {k: v for k, v in opts.items() if v is not None} | overrides
         return Thresholds(**values)
 
-    def check_run(self, run: str | Path, *, name: str | None = None, metrics: Iterable[str] = DEFAULT_METRICS,
+    def check_run(self, run: str | Path, *, name: str | None = None, metrics: Iterable[str] | None = None,
                   **thresholds: float) -> Verdict | None:
         """Compare a run already on disk with this test's baseline (or record it); None when recording."""
         from overlapscope import analyze, load_run
@@ -94,13 +93,13 @@ class OverlapscopeGate:
 
         try:
             doc = build_baseline(analyze(load_run(run)))
-            return self._judge(doc, name, tuple(metrics), self.thresholds(**thresholds))
+            return self._judge(doc, name, None if metrics is None else tuple(metrics), self.thresholds(**thresholds))
         except OverlapscopeError as exc:
             self._log(f"unusable: {exc}")
             pytest.fail(f"overlapscope: {exc}", pytrace=False)
 
     def profile_step(self, step_fn: Callable[[], Any], *, steps: int = 5, skip_first: int = 1,
-                     name: str | None = None, metrics: Iterable[str] = DEFAULT_METRICS,
+                     name: str | None = None, metrics: Iterable[str] | None = None,
                      **thresholds: float) -> Verdict | None:
         """Run `step_fn` skip_first + 1 + steps times in this process under `overlapscope.capture`, then check."""
         import torch
@@ -121,7 +120,7 @@ class OverlapscopeGate:
         return self.check_run(out, name=name, metrics=metrics, **thresholds)
 
     def profile_command(self, cmd: Sequence[str], *, steps: int = 5, skip_first: int = 1, name: str | None = None,
-                        metrics: Iterable[str] = DEFAULT_METRICS, timeout_s: float = 900,
+                        metrics: Iterable[str] | None = None, timeout_s: float = 900,
                         env: dict[str, str] | None = None, **thresholds: float) -> Verdict | None:
         """Run CMD (e.g. a torchrun command) under `overlapscope profile`, then check its traces."""
         self._require_baseline(name)
@@ -138,7 +137,7 @@ class OverlapscopeGate:
                         f"(full output: {log_path}):\n{tail}", pytrace=False)
         return self.check_run(out, name=name, metrics=metrics, **thresholds)
 
-    def _judge(self, doc: dict[str, Any], name: str | None, metrics: tuple[str, ...],
+    def _judge(self, doc: dict[str, Any], name: str | None, metrics: tuple[str, ...] | None,
                thresholds: Thresholds) -> Verdict | None:
         from overlapscope.report import gate_baseline as gb
         from overlapscope.report.gate import compare

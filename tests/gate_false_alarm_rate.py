@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from overlapscope import analyze, load_run
-from overlapscope.report.gate import DEFAULT_METRICS, Thresholds, compare
+from overlapscope.report.gate import Thresholds, compare
 from overlapscope.report.gate_baseline import build_baseline, combine
 
 
@@ -32,7 +32,7 @@ def main() -> None:
     ap.add_argument("--baseline-runs", type=int, default=1,
                     help="runs per baseline: disjoint consecutive groups of --same runs")
     a = ap.parse_args()
-    metrics = tuple(a.metric or DEFAULT_METRICS)
+    metrics = tuple(a.metric) if a.metric else None  # None: the gate's defaults for the runs
     th = Thresholds(max_increase_pct=a.max_increase, min_increase_ms=a.min_increase_ms, noise_factor=a.noise_factor)
     docs = {p.name: build_baseline(analyze(load_run(p))) for p in a.same + a.changed}
     names = [p.name for p in a.same]

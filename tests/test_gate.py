@@ -435,3 +435,59 @@ def test_cli_baseline_of_several_runs(tmp_path):
     assert len(doc["runs"]) == 2 and doc["steps"]["run"] == [0] * 6 + [1] * 6
     ok = CliRunner().invoke(check_cmd, [recs[1], "--baseline", str(tmp_path / "b.json"), "--metric", "exposed_comm"])
     assert ok.exit_code == 0, ok.output
+
+
+# --- CPU-only runs ---------------------------------------------------------------------------------
+
+def cpu(exposed_by_rank, **kw):
+    return make_analysis(exposed_by_rank, device="cpu", **kw)
+
+
+def test_cpu_only_runs_default_to_overlap_and_allow_the_step_spread():
+    # comm 40 ms, exposed 10..15 ms: overlap 75, 72.5 .. 62.5% on two ranks; the 12 values have
+    # quartiles 65 and 72.5 (numpy's linear rule), an IQR of 7.5 points in both runs
+    base = gb.build_baseline(cpu({0: BASE6, 1: BASE6}))
+    v = compare(base, cpu({0: shifted(BASE6, 3), 1: shifted(BASE6, 3)}))  # overlap -7.5 points per step
+    assert [r.metric.name for r in v.results] == ["overlap"]
+    assert v.notes[0].startswith("CPU-only runs: communication") and v.notes[1].startswith("CPU-only runs: a change")
+    r = v.results[0]
+    assert (r.worsening.estimate, r.noise, r.noise_source, r.allowed, r.status) == (7.5, 7.5, "spread", 7.5, "pass")
+    from overlapscope.report.summary import describe, markdown, text_report
+    assert "allowed worsening 7.5 pp (the step-to-step spread of the runs)" in describe(r, 0.05)
+    assert "note: CPU-only runs" in text_report(v) and "### Notes" in markdown(v)
+    # one more ms per step (-10 points) is beyond the spread
+    r = compare(base, cpu({0: shifted(BASE6, 4), 1: shifted(BASE6, 4)})).results[0]
+    assert (r.worsening.estimate, r.allowed, r.status) == (10.0, 7.5, "regression")
+    # the same -7.5 points on GPU runs: default metrics, no spread allowance (10% of 68.75%)
+    gpu_base = gb.build_baseline(make_analysis({0: BASE6, 1: BASE6}))
+    v = compare(gpu_base, make_analysis({0: shifted(BASE6, 3), 1: shifted(BASE6, 3)}))
+    assert [r.metric.name for r in v.results] == list(DEFAULT_METRICS) and v.notes == ()
+    assert (result(v, "overlap").allowed, result(v, "overlap").status) == (6.875, "regression")
+
+
+def test_cpu_only_time_metrics_are_judged_when_named():
+    base = gb.build_baseline(cpu({0: BASE6, 1: BASE6}))
+    # exposed 10..15 ms twice over: quartiles 11 and 14 ms, a spread of 3 ms per step
+    r = result(compare(base, cpu({0: shifted(BASE6, 3), 1: shifted(BASE6, 3)}), metrics=["exposed_comm"]),
+               "exposed_comm")
+    assert (r.worsening.estimate, r.allowed, r.status) == (3 * MS, 3 * MS, "pass")
+    r = result(compare(base, cpu({0: shifted(BASE6, 3.5), 1: shifted(BASE6, 3.5)}), metrics=["exposed_comm"]),
+               "exposed_comm")
+    assert (r.worsening.estimate, r.status) == (3.5 * MS, "regression")
+
+
+def test_cpu_only_baseline_of_several_runs_allows_the_larger_of_their_noise_and_the_spread():
+    # exposed 10..15 ms: quartiles 11.25 and 13.75 ms, a spread of 2.5 ms in each run
+    base = gb.combine([gb.build_baseline(cpu({0: shifted(BASE6, d)})) for d in (0, 2)])
+    r = compare(base, cpu({0: shifted(BASE6, 3)}), metrics=["exposed_comm"]).results[0]
+    assert (r.noise, r.noise_source, r.allowed, r.status) == (3 * MS, "runs", 3 * MS, "pass")
+    base = gb.combine([gb.build_baseline(cpu({0: shifted(BASE6, d)})) for d in (0, 1)])
+    r = compare(base, cpu({0: shifted(BASE6, 3)}), metrics=["exposed_comm"]).results[0]
+    assert (r.noise, r.noise_source, r.allowed, r.status) == (2.5 * MS, "spread", 2.5 * MS, "pass")
+
+
+def test_cpu_only_rank_regressing_alone_beyond_the_spread_fails():
+    base = gb.build_baseline(cpu({0: BASE6, 1: BASE6}))
+    r = compare(base, cpu({0: BASE6, 1: shifted(BASE6, 10)})).results[0]  # rank 1: overlap -25 points per step
+    assert r.status == "regression"
+    assert [(f.kind, f.key, f.delta, f.significant) for f in r.findings if f.kind == "rank"] == [("rank", "1", 25.0, True)]

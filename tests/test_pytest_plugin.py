@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from overlapscope import pytest_plugin
-from overlapscope.report.gate import DEFAULT_METRICS
 
 pytest.importorskip("torch")
 pytest_plugins = ["pytester"]
@@ -48,11 +46,6 @@ def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess("-p", "overlapscope.pytest_plugin", "-p", "no:cacheprovider", *args)
-
-
-def test_plugin_defaults_match_the_gate():
-    # the plugin keeps its own copy so that loading it (every pytest session) imports no pandas/scipy
-    assert pytest_plugin.DEFAULT_METRICS == DEFAULT_METRICS
 
 
 def test_record_then_pass_then_catch_a_slower_step(inner, monkeypatch):

@@ -14,7 +14,7 @@ import click
 
 from overlapscope.errors import OverlapscopeError
 from overlapscope.report import gate_baseline as gb
-from overlapscope.report.gate import DEFAULT_METRICS, METRICS, Thresholds, compare
+from overlapscope.report.gate import DEFAULT_METRICS, HOST_DEFAULT_METRICS, METRICS, Thresholds, compare
 from overlapscope.report.junit import junit_error_xml, junit_xml, write_text
 from overlapscope.report.summary import (error_annotation, error_markdown, github_annotations, markdown,
                                          publish_github, text_report)
@@ -79,7 +79,8 @@ def baseline(runs: tuple[str, ...], output: str, step_pattern: str | None, comm_
 @click.option("--baseline", "baseline_path", required=True, type=click.Path(dir_okay=False),
               help="Baseline JSON written by `overlapscope baseline`.")
 @click.option("--metric", "metrics", multiple=True, type=click.Choice(list(METRICS)),
-              help=f"Metric to check (repeatable). Default: {', '.join(DEFAULT_METRICS)}.")
+              help=f"Metric to check (repeatable). Default: {', '.join(DEFAULT_METRICS)}; for two CPU-only runs: "
+                   f"{', '.join(HOST_DEFAULT_METRICS)}.")
 @click.option("--max-increase", "max_increase_pct", type=float, default=Thresholds.max_increase_pct,
               show_default=True, metavar="PCT", help="Allowed worsening, percent of the baseline median.")
 @click.option("--min-increase-ms", type=float, default=Thresholds.min_increase_ms, show_default=True,
@@ -103,7 +104,7 @@ def check(run: str, baseline_path: str, metrics: tuple[str, ...], max_increase_p
                                 min_increase_points=min_increase_points, alpha=alpha, noise_factor=noise_factor)
         base = gb.load_baseline(baseline_path)
         current = run_document(run, step_pattern=step_pattern, comm_patterns=comm_patterns)
-        verdict = compare(base, current, thresholds, metrics or DEFAULT_METRICS)
+        verdict = compare(base, current, thresholds, metrics or None)
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback (OVERLAPSCOPE_DEBUG=1 shows it)
         exc = _user_error(exc)
         message = str(exc)

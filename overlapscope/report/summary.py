@@ -10,6 +10,8 @@ from typing import Mapping
 from overlapscope.report.gate import Finding, MetricResult, Verdict
 
 _STATUS = {"regression": "❌ regression", "pass": "✅ pass", "improved": "✅ improved", "undecided": "⚪ undecided"}
+NOISE_WORDS = {"runs": " (the baseline runs' own run-to-run noise)",
+               "spread": " (the step-to-step spread of the runs)"}
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
 
 
@@ -35,8 +37,9 @@ def key_text(f: Finding) -> str:
     return f.key if f.key else f"(no {f.kind})"
 
 
-def finding_text(f: Finding, unit: str = "ns") -> str:
-    return f"{f.kind} {key_text(f)} {fmt(f.delta, unit, signed=True)}/step"
+def finding_text(f: Finding, unit: str = "ns", direction: int = 1) -> str:
+    """direction: the metric's `worse` for rank findings (an overlap drop shows as -N pp), else +1."""
+    return f"{f.kind} {key_text(f)} {fmt(f.delta * direction, unit, signed=True)}/step"
 
 
 def change_text(result: MetricResult, alpha: float) -> str:
@@ -57,7 +60,7 @@ def describe(result: MetricResult, alpha: float) -> str:
     head = {"regression": "REGRESSED", "pass": "ok", "improved": "improved", "undecided": "undecided"}[result.status]
     line = f"{m.name} {head}: {change_text(result, alpha)}, allowed worsening {fmt(result.allowed, m.unit, delta=True)}"
     if result.noise > 0 and result.noise >= result.allowed:
-        line += " (the baseline runs' own run-to-run noise)"
+        line += NOISE_WORDS.get(result.noise_source, "")
     if m.section == "steps":
         line += f"; median {fmt(result.baseline_median, m.unit)} -> {fmt(result.current_median, m.unit)}"
     else:
@@ -66,13 +69,15 @@ def describe(result: MetricResult, alpha: float) -> str:
         line += f"; {result.note}"
     if result.findings:
         unit = "ns" if m.section != "steps" or m.attribute else m.unit
-        parts = [finding_text(f, m.unit if f.kind == "rank" else unit) for f in result.findings]
+        parts = [finding_text(f, m.unit, m.worse) if f.kind == "rank" else finding_text(f, unit)
+                 for f in result.findings]
         line += "; " + ", ".join(parts)
     return line
 
 
 def text_report(verdict: Verdict) -> str:
     lines = [describe(r, verdict.thresholds.alpha) for r in verdict.results]
+    lines += [f"note: {n}" for n in verdict.notes]
     lines += [f"warning: {w}" for w in verdict.warnings]
     n = len(verdict.regressions)
     lines.append(f"overlapscope check: {'FAIL' if n else 'PASS'} ({n} of {len(verdict.results)} metrics regressed)")
@@ -123,10 +128,13 @@ def markdown(verdict: Verdict) -> str:
         out += ["", "### Details"]
         for r in details:
             unit = r.metric.unit if r.metric.section == "steps" and not r.metric.attribute else "ns"
-            items = [f"{f.kind} {md_code(key_text(f))} {fmt(f.delta, r.metric.unit if f.kind == 'rank' else unit, signed=True)}"
+            items = [f"{f.kind} {md_code(key_text(f))} "
+                     f"{fmt(f.delta * r.metric.worse, r.metric.unit, signed=True) if f.kind == 'rank' else fmt(f.delta, unit, signed=True)}"
                      f"/step{'' if f.significant else ' (largest, not significant alone)'}" for f in r.findings]
             text = "; ".join(items) if items else md_escape(r.note)
             out.append(f"- **{r.metric.title}** ({md_code(r.metric.name)}): {text}")
+    if verdict.notes:
+        out += ["", "### Notes"] + [f"- {md_escape(n)}" for n in verdict.notes]
     if verdict.warnings:
         out += ["", "### Warnings"] + [f"- {md_escape(w)}" for w in verdict.warnings]
     return "\n".join(out) + "\n"
