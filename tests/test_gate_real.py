@@ -113,14 +113,19 @@ def profile_fsdp2(out: Path, prefetch: str) -> None:
 
 
 @needs_reference_runs
-def test_fsdp2_without_prefetch_fails_against_a_prefetch_baseline(tmp_path):
+def test_fsdp2_without_prefetch_fails_against_a_prefetch_baseline_and_a_rerun_passes(tmp_path):
     # On CPU, FSDP2 all-gathers without prefetch block: overlap drops to 0%; with one block of
-    # async prefetch it was 14-44% over 10 runs on a shared 2-core VM (and 0% in all 3 without).
+    # async prefetch it stayed within 30-47% over 20 runs on a shared 2-core VM (4 layers, 8 steps),
+    # and the default check of CPU-only runs (overlap, beyond the step-to-step spread) passed all 180
+    # unchanged pairs there (tests/gate_false_alarm_rate.py).
     profile_fsdp2(tmp_path / "prefetch", "1")
+    profile_fsdp2(tmp_path / "prefetch_again", "1")
     profile_fsdp2(tmp_path / "none", "none")
     base = tmp_path / "base.json"
     assert CliRunner().invoke(main, ["baseline", str(tmp_path / "prefetch"), "-o", str(base)]).exit_code == 0
-    out = check(tmp_path / "none", base, "--metric", "overlap")
+    out = check(tmp_path / "none", base)
     assert out.exit_code == 1, out.output
-    assert "overlap REGRESSED" in out.output
+    assert "overlap REGRESSED" in out.output and "note: CPU-only runs" in out.output
     assert "layout.prefetch differs: baseline '1', this run 'none'" in out.output
+    out = check(tmp_path / "prefetch_again", base)
+    assert out.exit_code == 0, out.output
