@@ -120,3 +120,10 @@ def test_properties_match_naive(a, b, c):
     assert sum(parts) == 60
     assert parts[1] == len(nb - na)
     assert parts[2] == len(naive(c) - na - nb)
+
+
+def test_cut_at_splits_only_at_points_strictly_inside():
+    s = iv.merge(np.array([0, 20]), np.array([10, 30]))
+    out = iv.cut_at(s, np.array([5, 10, 20, 25, 25, 40, -3]))  # 10, 20 are edges; 40, -3 outside
+    assert out.starts.tolist() == [0, 5, 20, 25] and out.ends.tolist() == [5, 10, 25, 30]
+    assert iv.cut_at(s, np.array([10, 50])) is s

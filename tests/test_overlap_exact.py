@@ -56,6 +56,14 @@ def test_two_nccl_streams_overlap_each_other_and_compute(tmp_path, float_ts, off
     by = a.by_collective.set_index("collective")["exposed_comm_ns"].to_dict()
     # Per collective: AllReduce [30,55) minus compute -> 10; AllGather [45,70) -> 15 (overlap counts in both).
     assert by == {"all_gather": 15 * scale, "all_reduce": 10 * scale}
+    # per step: all in step 1, summing to the totals, for every section
+    per_step = a.by_key_steps
+    assert set(per_step["step"]) == {1}
+    for section, frame in (("by_collective", a.by_collective), ("by_group", a.by_group), ("by_scope", a.by_scope)):
+        rows = per_step[per_step["section"] == section].set_index("key")
+        totals = frame.set_index(frame.columns[1])
+        assert rows[["count", "comm_ns", "exposed_comm_ns"]].sort_index().equals(
+            totals[["count", "comm_ns", "exposed_comm_ns"]].sort_index().rename_axis("key"))
 
 
 def test_window_start_is_first_device_start_and_kernel_straddles_boundary(tmp_path):
@@ -72,6 +80,10 @@ def test_window_start_is_first_device_start_and_kernel_straddles_boundary(tmp_pa
     assert int(s.loc[1, "comm_ns"]) == 5_000 and int(s.loc[1, "exposed_comm_ns"]) == 5_000
     assert int(s.loc[2, "comm_ns"]) == 5_000 and int(s.loc[2, "overlapped_ns"]) == 5_000
     assert int(s.loc[2, "exposed_comm_ns"]) == 0
+    # per step, the all-reduce is cut at the edge of the touching windows; it is counted where it starts
+    rows = a.by_key_steps[a.by_key_steps["section"] == "by_collective"]
+    got = [(int(r.step), r.key, int(r["count"]), int(r.comm_ns), int(r.exposed_comm_ns)) for _, r in rows.iterrows()]
+    assert got == [(1, "all_reduce", 1, 5_000, 5_000), (2, "all_reduce", 0, 5_000, 0)]
 
 
 def test_zero_length_events_change_nothing(tmp_path):

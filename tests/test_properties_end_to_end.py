@@ -42,3 +42,41 @@ def test_random_single_window_matches_naive(events):
     assert int(row.exposed_comm_ns) == len(m - c)
     assert int(row.exposed_memcpy_ns) == len(x - c - m)
     assert int(row.idle_ns) == (hi - lo) - len(c | m | x)
+
+
+span = st.tuples(st.sampled_from(["compute", "comm"]), st.integers(0, 300), st.integers(0, 60), st.sampled_from("ab"))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(span, min_size=1, max_size=15), st.lists(st.integers(1, 299), max_size=4, unique=True),
+       st.integers(0, 20))
+def test_breakdown_per_step_matches_naive(spans, cuts, gap):
+    """Per step window (touching, or `gap` apart) and key: |M_k ∩ W| and |(M_k \\ C) ∩ W| per nanosecond."""
+    import numpy as np
+    import pandas as pd
+
+    from overlapscope.analysis.breakdown import exposed_by_key_and_step
+
+    edges = sorted(cuts)
+    starts = [0] + [e + gap for e in edges]
+    ends = edges + [360]
+    windows = pd.DataFrame({"step": np.arange(len(starts), dtype=np.int32), "start_ns": starts, "end_ns": ends})
+    windows = windows[windows["end_ns"] > windows["start_ns"]].reset_index(drop=True)
+    events = pd.DataFrame([(k, s, s + n) for k, s, n, _ in spans], columns=["kind", "start_ns", "end_ns"])
+    events["kind"] = events["kind"].astype("category")
+    keys = np.array([key for *_, key in spans], dtype=object)
+    totals, per_step = exposed_by_key_and_step(events, windows, keys, "collective")
+    compute = {t for k, s, n, _ in spans if k == "compute" for t in range(s, s + n)}
+    for key in sorted({key for k, *_, key in spans if k == "comm"}):
+        m_k = {t for k, s, n, kk in spans if k == "comm" and kk == key for t in range(s, s + n)}
+        want = []
+        for w in windows.itertuples():
+            inside = set(range(w.start_ns, w.end_ns))
+            count = sum(1 for k, s, n, kk in spans if k == "comm" and kk == key and w.start_ns <= s < w.end_ns)
+            comm, exposed = len(m_k & inside), len((m_k - compute) & inside)
+            if comm or count:
+                want.append((int(w.step), count, comm, exposed))
+        rows = per_step[per_step["collective"] == key]
+        assert [(int(r.step), int(r["count"]), int(r.comm_ns), int(r.exposed_comm_ns)) for _, r in rows.iterrows()] == want
+        total = totals.set_index("collective").loc[key]
+        assert (int(total.comm_ns), int(total.exposed_comm_ns)) == (sum(w[2] for w in want), sum(w[3] for w in want))

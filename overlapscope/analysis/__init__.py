@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from ..ingest.table import RankTrace, Run
-from .breakdown import exposed_by_key, launch_scopes
+from .breakdown import exposed_by_key_and_step, launch_scopes
 from .codes import as_str, isin
 from .crossrank import cross_rank_sections, rank_parts
 from .overlap import lane_sets, overlap_by_step, totals
@@ -19,7 +19,7 @@ __all__ = ["analyze", "analyze_rank", "combine", "Analysis", "OVERLAP_COLUMNS", 
 # (a process pool, a Dask worker) and only these frames travel back. None has a rank column: ranks
 # are numbered only once every file is read (the cross-rank parts carry the reader's rank, which
 # cross_rank_sections replaces).
-RANK_SECTIONS = ("steps", "by_collective", "by_group", "by_scope")
+RANK_SECTIONS = ("steps", "by_collective", "by_group", "by_scope", "by_key_steps")
 
 
 def analyze(run: Run, *, no_steps: bool = False) -> Analysis:
@@ -37,12 +37,16 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     sets = lane_sets(ev)  # merged compute/comm/copy, shared by every analyzer below
     out = {"windows": windows, "steps": overlap_by_step(ev, windows, sets=sets),
            "comm_on_compute": comm_on_compute_lanes(ev)}
+    key_steps = []
     for column, keys in (
         ("collective", as_str(ev["collective"])),
         ("group", as_str(ev["group"])),
         ("scope", launch_scopes(ev, comm_rows)),
     ):
-        out[f"by_{column}"] = exposed_by_key(ev, windows, keys, column, sets=sets)
+        out[f"by_{column}"], per_step = exposed_by_key_and_step(ev, windows, keys, column, sets=sets)
+        key_steps.append(per_step.rename(columns={column: "key"}).assign(section=f"by_{column}"))
+    out["by_key_steps"] = pd.concat(key_steps, ignore_index=True)[
+        ["step", "section", "key", "count", "comm_ns", "exposed_comm_ns"]]
     out["cross_rank"] = rank_parts(ev, windows, sets=sets)
     return out
 
@@ -73,6 +77,7 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]]) -> Analysis:
         by_collective=stacked("by_collective"),
         by_group=stacked("by_group"),
         by_scope=stacked("by_scope"),
+        by_key_steps=stacked("by_key_steps"),
         **cross,
     )
 

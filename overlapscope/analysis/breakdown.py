@@ -22,23 +22,55 @@ def exposed_by_key(events: pd.DataFrame, windows: pd.DataFrame, keys: np.ndarray
                    sets: dict[str, iv.Intervals] | None = None) -> pd.DataFrame:
     """keys: one label per row of `events` (only comm rows are used). Columns column, count, comm_ns,
     exposed_comm_ns; sorted by exposed time, largest first. sets: `lane_sets(events)` when known."""
+    return exposed_by_key_and_step(events, windows, keys, column, sets=sets)[0]
+
+
+def exposed_by_key_and_step(events: pd.DataFrame, windows: pd.DataFrame, keys: np.ndarray, column: str, *,
+                            sets: dict[str, iv.Intervals] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`exposed_by_key`, and the same per step window: step, column, count (comm events starting in
+    the window), comm_ns, exposed_comm_ns; rows only where a key has comm in the step. Summed over
+    steps, comm_ns and exposed_comm_ns equal the totals (M_k is cut at the window edges)."""
     comm = isin(events["kind"], ("comm",))
     compute = (sets or lane_sets(events))["compute"]
     inside = iv.merge(*window_set(windows))
+    win_starts = windows["start_ns"].to_numpy(np.int64)
+    win_ends = windows["end_ns"].to_numpy(np.int64)
+    n_win = len(windows)
     start = events["start_ns"].to_numpy(np.int64)[comm]
     end = events["end_ns"].to_numpy(np.int64)[comm]
     labels = np.asarray(keys, dtype=object)[comm]
-    rows = []
+    # the window each comm event starts in (-1: none), for per-step counts
+    start_win = np.searchsorted(win_starts, start, side="right") - 1
+    start_win[(start_win >= 0) & (start >= win_ends[np.maximum(start_win, 0)])] = -1
+    totals, per_step = [], []
     uniq, inverse = np.unique(labels.astype(str), return_inverse=True)
     for code, label in enumerate(uniq):
         sel = inverse == code
-        m_k = iv.intersect(iv.merge(start[sel], end[sel]), inside)
-        comm_ns = m_k.total
-        hidden_ns = int(iv.overlap_lengths(m_k.starts, m_k.ends, compute).sum())
-        rows.append((label, int(sel.sum()), comm_ns, comm_ns - hidden_ns))
-    out = pd.DataFrame(rows, columns=[column, "count", "comm_ns", "exposed_comm_ns"])
+        # M_k, cut where one window ends and the next begins (windows may touch), so that each
+        # piece lies in one window
+        m_k = iv.cut_at(iv.intersect(iv.merge(start[sel], end[sel]), inside), win_starts)
+        lengths = m_k.ends - m_k.starts
+        exposed = lengths - iv.overlap_lengths(m_k.starts, m_k.ends, compute)
+        win = np.searchsorted(win_starts, m_k.starts, side="right") - 1
+        comm_w = np.zeros(n_win, dtype=np.int64)
+        exposed_w = np.zeros(n_win, dtype=np.int64)
+        np.add.at(comm_w, win, lengths)
+        np.add.at(exposed_w, win, exposed)
+        counted = start_win[sel]
+        count_w = np.bincount(counted[counted >= 0], minlength=n_win).astype(np.int64)
+        totals.append((label, int(sel.sum()), int(comm_w.sum()), int(exposed_w.sum())))
+        present = np.flatnonzero((comm_w > 0) | (count_w > 0))
+        per_step.append(pd.DataFrame({"step": windows["step"].to_numpy(np.int32)[present], column: label,
+                                      "count": count_w[present], "comm_ns": comm_w[present],
+                                      "exposed_comm_ns": exposed_w[present]}))
+    out = pd.DataFrame(totals, columns=[column, "count", "comm_ns", "exposed_comm_ns"])
     out = out.astype({"count": np.int64, "comm_ns": np.int64, "exposed_comm_ns": np.int64})
-    return out.sort_values(["exposed_comm_ns", column], ascending=[False, True], kind="stable").reset_index(drop=True)
+    out = out.sort_values(["exposed_comm_ns", column], ascending=[False, True], kind="stable").reset_index(drop=True)
+    columns = ["step", column, "count", "comm_ns", "exposed_comm_ns"]
+    steps = pd.concat(per_step, ignore_index=True) if per_step else pd.DataFrame(columns=columns)
+    steps = steps.astype({"step": np.int32, column: object, "count": np.int64, "comm_ns": np.int64,
+                          "exposed_comm_ns": np.int64})
+    return out, steps.sort_values(["step", column], kind="stable").reset_index(drop=True)
 
 
 def launch_scopes(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:

@@ -62,6 +62,17 @@ def clip(s: Intervals, lo: int, hi: int) -> Intervals:
     return Intervals(starts[keep], ends[keep])
 
 
+def cut_at(s: Intervals, points: np.ndarray) -> Intervals:
+    """A merged set with its intervals split at the points strictly inside them: the pieces touch,
+    so the result is sorted and disjoint but not merged."""
+    points = np.unique(np.asarray(points, dtype=I64))
+    inner = points[covered_at(s, points) & ~np.isin(points, s.starts)]
+    if inner.size == 0:
+        return s
+    # every inner point ends one piece and starts the next, so sorted starts and ends pair up
+    return Intervals(np.sort(np.concatenate([s.starts, inner])), np.sort(np.concatenate([inner, s.ends])))
+
+
 def covered_at(s: Intervals, points: np.ndarray) -> np.ndarray:
     """For each point, is it inside the merged set s (start <= p < end)?"""
     idx = np.searchsorted(s.starts, points, side="right") - 1

@@ -33,6 +33,10 @@ class Analysis:
     """rank, group, count, comm_ns, exposed_comm_ns."""
     by_scope: pd.DataFrame
     """rank, scope, count, comm_ns, exposed_comm_ns: scope is the innermost annotation that launched the comm."""
+    by_key_steps: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """rank, step, section (by_collective, by_group, by_scope), key, count, comm_ns, exposed_comm_ns: the
+    three breakdowns per step (rows where the key has comm in the step); they sum to the by_* totals.
+    The CI gate's per-key samples; not in the JSON report."""
     collectives: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Cross-rank: one row per (collective instance, rank): group, seq, collective, bytes, rank, start_ns,
     end_ns, wait_ns, transfer_ns, exposed_wait_ns, exposed_transfer_ns, algbw_gbps, busbw_gbps."""

@@ -39,8 +39,12 @@ def build_baseline(analysis: Analysis) -> dict[str, Any]:
         "run": _json_safe(analysis.run),
         "steps": _columns(steps, ["rank", "step"], STEP_COLUMNS),
     }
+    per_step = analysis.by_key_steps
     for section, key in BREAKDOWNS.items():
         frame = getattr(analysis, section)
+        if per_step is not None and not per_step.empty:
+            # per-step samples make each key decidable on few ranks (8 ranks x 6 steps, not 8 totals)
+            frame = per_step[per_step["section"] == section].rename(columns={"key": key})
         if frame is None or frame.empty or key not in frame.columns:
             doc[section] = {}
             continue
