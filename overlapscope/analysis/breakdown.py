@@ -60,17 +60,20 @@ def exposed_by_key_and_step(events: pd.DataFrame, windows: pd.DataFrame, keys: n
         count_w = np.bincount(counted[counted >= 0], minlength=n_win).astype(np.int64)
         totals.append((label, int(sel.sum()), int(comm_w.sum()), int(exposed_w.sum())))
         present = np.flatnonzero((comm_w > 0) | (count_w > 0))
-        per_step.append(pd.DataFrame({"step": windows["step"].to_numpy(np.int32)[present], column: label,
-                                      "count": count_w[present], "comm_ns": comm_w[present],
-                                      "exposed_comm_ns": exposed_w[present]}))
+        per_step.append((present, np.full(present.size, code), count_w[present], comm_w[present], exposed_w[present]))
     out = pd.DataFrame(totals, columns=[column, "count", "comm_ns", "exposed_comm_ns"])
     out = out.astype({"count": np.int64, "comm_ns": np.int64, "exposed_comm_ns": np.int64})
     out = out.sort_values(["exposed_comm_ns", column], ascending=[False, True], kind="stable").reset_index(drop=True)
-    columns = ["step", column, "count", "comm_ns", "exposed_comm_ns"]
-    steps = pd.concat(per_step, ignore_index=True) if per_step else pd.DataFrame(columns=columns)
-    steps = steps.astype({"step": np.int32, column: object, "count": np.int64, "comm_ns": np.int64,
-                          "exposed_comm_ns": np.int64})
-    return out, steps.sort_values(["step", column], kind="stable").reset_index(drop=True)
+    if per_step:
+        win, code, count, comm_ns, exposed_ns = (np.concatenate(parts) for parts in zip(*per_step))
+    else:
+        win = code = count = comm_ns = exposed_ns = np.empty(0, np.int64)
+    order = np.lexsort((code, win))  # by step window, then key (the keys are sorted)
+    steps = pd.DataFrame({"step": windows["step"].to_numpy(np.int32)[win[order]],
+                          column: uniq.astype(object)[code[order]],
+                          "count": count[order].astype(np.int64), "comm_ns": comm_ns[order].astype(np.int64),
+                          "exposed_comm_ns": exposed_ns[order].astype(np.int64)})
+    return out, steps
 
 
 def launch_scopes(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
