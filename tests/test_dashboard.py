@@ -72,7 +72,7 @@ def figure_where(driver, graph_id, predicate, timeout_s=30):
     return T.wait_for(lambda: (lambda f: f if f and predicate(f) else None)(T.figure(driver, graph_id)), timeout_s)
 
 
-def choose_step(driver, i: int, label: str) -> None:
+def choose_step(driver, i: int | str, label: str) -> None:
     from selenium.webdriver.common.by import By
 
     driver.find_element(By.ID, f"step-{i}").click()

@@ -84,7 +84,9 @@ const gd = document.querySelector('[id="' + arguments[0] + '"] .js-plotly-plot')
 if (!gd || !gd._fullData || !gd._fullLayout) return null;
 const arr = (v) => (v == null ? null : Array.from(v, (e) => (typeof e === 'number' && isNaN(e) ? null : e)));
 return {meta: gd.layout.meta || null,
-        traces: gd._fullData.map(t => ({meta: t.meta || null, mode: t.mode, x: arr(t.x), y: arr(t.y)})),
+        traces: gd._fullData.map(t => ({meta: t.meta || null, mode: t.mode, type: t.type, x: arr(t.x), y: arr(t.y),
+                                         base: arr(t.base), text: arr(t.text), fillcolor: t.fillcolor || null})),
+        xrange: gd._fullLayout.xaxis.range.slice(), xtitle: gd._fullLayout.xaxis.title.text,
         ticktext: gd.layout.yaxis && gd.layout.yaxis.ticktext ? Array.from(gd.layout.yaxis.ticktext) : [],
         svg_marks: gd.querySelectorAll('g.trace').length};
 """

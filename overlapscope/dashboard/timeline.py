@@ -227,6 +227,10 @@ def timeline_figure(data: RunData, step: int, view_ns: tuple[int, int] | None = 
         y += 1
         shapes.append({"type": "rect", "xref": "paper", "x0": 0, "x1": 1, "y0": top - 0.5, "y1": y - 0.5,
                        "line": {"width": 1, "color": "#bbbbbb"}, "fillcolor": "rgba(0,0,0,0)", "layer": "below"})
+    # Where the step ends: two runs side by side share an x range, so the shorter step ends inside it.
+    end_ms = (span[1] - t0) / 1e6
+    shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": end_ms, "x1": end_ms, "y0": 0, "y1": 1,
+                   "line": {"color": "#555555", "width": 1, "dash": "dot"}, "layer": "above"})
     traces = col.traces()
     if exposed_parts:
         traces.append(_fill_trace(np.concatenate([p[0] for p in exposed_parts]),
@@ -247,8 +251,8 @@ def timeline_figure(data: RunData, step: int, view_ns: tuple[int, int] | None = 
     return {"data": traces, "layout": layout}
 
 
-def view_from_relayout(relayout: dict | None, t0_ns: int) -> tuple[int, int] | None:
-    """Aligned ns range from a Plotly relayoutData, None for autorange/reset or no x change."""
+def range_ms(relayout: dict | None) -> tuple[float, float] | None:
+    """The x range (ms, sorted) a Plotly relayoutData sets; None for autorange/reset or no x change."""
     if not relayout:
         return None
     if "xaxis.range[0]" in relayout and "xaxis.range[1]" in relayout:
@@ -261,4 +265,12 @@ def view_from_relayout(relayout: dict | None, t0_ns: int) -> tuple[int, int] | N
         lo, hi = sorted((float(a), float(b)))
     except (TypeError, ValueError):
         return None
-    return t0_ns + int(round(lo * 1e6)), t0_ns + int(round(hi * 1e6))
+    return lo, hi
+
+
+def view_from_relayout(relayout: dict | None, t0_ns: int) -> tuple[int, int] | None:
+    """Aligned ns range from a Plotly relayoutData, None for autorange/reset or no x change."""
+    view = range_ms(relayout)
+    if view is None:
+        return None
+    return t0_ns + int(round(view[0] * 1e6)), t0_ns + int(round(view[1] * 1e6))
