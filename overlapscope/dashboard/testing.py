@@ -129,7 +129,7 @@ def screenshot(paths: list[str], out: str, *, width: int = 1500, height: int = 1
         driver.get(url)
         wait_for(lambda: meta(driver, "timeline-0"), 120)
         wait_for(lambda: idle(driver), 120)
-        time.sleep(0.5)  # WebGL strokes land a frame after Plotly reports the figure drawn
+        time.sleep(0.5)  # let the resize after the first draw settle
         driver.save_screenshot(out)
 
 
