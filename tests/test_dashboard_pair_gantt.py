@@ -117,10 +117,11 @@ def test_two_runs_side_by_side_share_step_and_x_range(browser):
 
     def check(step: int, view_ms: list[float] | None = None) -> None:
         span_ms = max((data[i].span(step)[1] - data[i].span(step)[0]) / 1e6 for i in runs)
+        shown = view_ms or [0, span_ms]  # both columns: 0 to the longer step unless zoomed
         for i in runs:
             fig = figure_where(browser, f"timeline-{i}",
-                               lambda f: f["meta"]["step"] == step and f["meta"]["view_ms"] == (view_ms or [0, span_ms]))
-            assert fig["xrange"] == (view_ms or [0, span_ms])
+                               lambda f: f["meta"]["step"] == step and f["meta"]["view_ms"] == shown)
+            assert fig["xrange"] == shown
             steps = analyses[i].steps
             want = {int(r): int(v) for r, v in steps.loc[steps["step"] == step, ["rank", "exposed_comm_ns"]].values}
             assert all(v > 0 for v in want.values())
@@ -162,12 +163,40 @@ def test_two_runs_side_by_side_share_step_and_x_range(browser):
                 frame = getattr(a, section)
                 per.append(frame.groupby(frame[key].astype(str))["exposed_comm_ns"].sum()
                            / a.totals["steps"].sum() / 1e6)
+            keys = set(per[0].index) | set(per[1].index)
             want = {k: [f"{per[0].get(k, 0.0):.3f}", f"{per[1].get(k, 0.0):.3f}",
-                        f"{per[1].get(k, 0.0) - per[0].get(k, 0.0):.3f}"] for k in set(per[0].index) | set(per[1].index)}
+                        f"{per[1].get(k, 0.0) - per[0].get(k, 0.0):.3f}"] for k in keys}
             assert rows == want
         assert rows["FSDP::all_gather (layers.0)"] == ["2.238", "10.040", "7.802"]
         click_tab(browser, "Timeline")
         check(4)  # the step chosen before survives the tabs
+        assert T.console_errors(browser) == []
+    finally:
+        ctx.__exit__(None, None, None)
+
+
+def test_page_loads_the_vendored_bundles_instead_of_the_polyfill():
+    from overlapscope.dashboard import PLOTLY_JS, REGENERATOR_JS, create_app
+
+    client = create_app([PP]).server.test_client()
+    index = client.get("/").get_data(as_text=True)
+    assert "polyfill@" not in index and f'src="{REGENERATOR_JS}"' in index and f'src="{PLOTLY_JS}"' in index
+    for url in (PLOTLY_JS, REGENERATOR_JS):
+        assert client.get(url).status_code == 200, url
+
+
+@needs_browser
+def test_every_trace_type_drawn_is_in_the_cartesian_bundle(browser):
+    ctx = open_page(browser, [PP])
+    try:
+        figure_where(browser, "timeline-0", lambda f: True)
+        click_tab(browser, "Breakdowns")
+        figure_where(browser, "gantt-0", lambda f: True)
+        registered, drawn = browser.execute_script(
+            "return [Object.keys(Plotly.PlotSchema.get().traces),"
+            " Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(gd => gd.data.map(t => t.type))];")
+        assert {"bar", "heatmap", "scatter"} <= set(drawn) <= set(registered)
+        assert "scattergl" not in registered  # the cartesian bundle, not the full one
         assert T.console_errors(browser) == []
     finally:
         ctx.__exit__(None, None, None)

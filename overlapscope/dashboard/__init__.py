@@ -33,7 +33,8 @@ def create_app(paths: Sequence[str | Path], *, no_steps: bool = False, step_patt
     from .cache import FigureCache
     from .callbacks import register
     from .data import load_run_data
-    from .layout import page
+    from .layout import page, tab_content
+    from .steps import step_choice
 
     if not 1 <= len(paths) <= 2:
         raise ValueError("the dashboard shows one run, or two to compare")
@@ -43,9 +44,9 @@ def create_app(paths: Sequence[str | Path], *, no_steps: bool = False, step_patt
         if not r.ok:
             log.warning("%s", r.error)
     cache = FigureCache(runs)
-    for i, r in enumerate(runs):  # the first page shows each run's first step: draw it now, not on the request
-        if r.ok:
-            cache.timeline(i, r.steps[0])
+    choice = step_choice(runs)
+    if choice is not None:  # draw the first page's timeline(s) now, not on the first request
+        tab_content("timeline", runs, cache, choice.default)
     # Plotly is fetched with the page's own scripts instead of after the layout arrives, so parsing
     # it overlaps the layout request. The assets folder is served, not included in the page.
     app = _dash_class()(__name__, title="overlapscope", suppress_callback_exceptions=True, update_title=None,
