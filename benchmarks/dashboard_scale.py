@@ -1,21 +1,21 @@
 """Dashboard at scale: time to first paint and to redraw after a zoom, in real headless Chromium.
 
     python benchmarks/dashboard_scale.py [--trace IN.json.gz] [--repeat K] [--ranks N] [--dir DIR]
-                                         [--screenshot PNG]
+                                         [--first-paints 5] [--screenshot PNG]
 
 Tiles a real Kineto trace into N ranks (default 8 x 47 MB of JSON: nccl_data.json.gz, 9.8 MB, x6)
 with ../shared/tools/tile_trace.py, starts the dashboard on it (reading and analyzing every rank
 once, and drawing the first step), then in Chromium measures: first paint (navigation of a fresh
-browser until Plotly has drawn the timeline), a reload, a zoom to 10% of the step, a zoom back out,
-the step selector switching to all steps, and a zoom inside all steps. Target: first paint under 2 s.
-Headless Chromium draws WebGL in software (SwiftShader): a zoom is drawn twice (Plotly at once, then
-the server's re-decimated figure, which takes ~15 ms to build), and most of its time is those two
-software draws; a desktop browser with a GPU is faster.
+browser until Plotly has drawn the timeline; --first-paints browsers, median and max), a reload, a zoom to 10% of the step, a zoom back out,
+the step selector switching to all steps, and a zoom inside all steps. Target: first paint under 2 s
+(1.5 s aimed for). A zoom is drawn twice (Plotly at once, then the server's re-decimated figure,
+which takes ~15 ms to build).
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,6 +32,7 @@ from overlapscope.dashboard.data import ALL_STEPS  # noqa: E402
 SHARED = REPO.parent / "shared"
 DEFAULT_TRACE = SHARED / "traces/kineto-gpu/nccl_parser_config/nccl_data.json.gz"
 TARGET_FIRST_PAINT_S = 2.0
+AIM_FIRST_PAINT_S = 1.5
 
 
 def tile(trace: Path, out: Path, repeat: int, ranks: int) -> None:
@@ -57,16 +58,28 @@ def relayout(driver, lo_ms: float, hi_ms: float) -> None:
         "Plotly.relayout(gd, {'xaxis.range[0]': arguments[0], 'xaxis.range[1]': arguments[1]});", lo_ms, hi_ms)
 
 
-def measure(run_dir: Path, screenshot: Path | None) -> dict[str, float]:
-    results: dict[str, float] = {}
+def first_paint(url: str) -> float:
+    """Seconds from navigating a fresh browser (no cache, no compiled scripts) to the drawn timeline."""
+    with T.chromium() as driver:
+        t = time.perf_counter()
+        driver.get(url)
+        timed_figure(driver, lambda f: True)
+        return time.perf_counter() - t
+
+
+def measure(run_dir: Path, screenshot: Path | None, first_paints: int) -> dict[str, float | str]:
+    results: dict[str, float | str] = {}
     t = time.perf_counter()
     app = create_app([str(run_dir)])
     results["load + analyze (server start, once)"] = time.perf_counter() - t
+    with T.served(app) as url:
+        paints = sorted(first_paint(url) for _ in range(first_paints))
+    results["first paint (fresh browser), median"] = statistics.median(paints)
+    results["first paint (fresh browser), max"] = paints[-1]
+    results["  first paints, ms each"] = " ".join(f"{1000 * p:.0f}" for p in paints)
     with T.served(app) as url, T.chromium() as driver:
-        t = time.perf_counter()
         driver.get(url)
         _, fig = timed_figure(driver, lambda f: True)
-        results["first paint (fresh browser)"] = time.perf_counter() - t
         lo, hi = fig["meta"]["view_ms"]
         results["  points drawn, one step"] = fig["meta"]["points"]
         if screenshot:
@@ -113,9 +126,11 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=6)
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--dir", type=Path, default=None, help="keep the tiled run here (reused when present)")
+    ap.add_argument("--first-paints", type=int, default=5, help="fresh browsers to time the first paint in")
     ap.add_argument("--screenshot", type=Path, default=None, help="save a PNG of the first paint")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
     missing = T.browser_missing()
     if missing:
         raise SystemExit(f"dashboard_scale: {missing}")
@@ -125,12 +140,16 @@ def main() -> int:
         tile(args.trace, run_dir, args.repeat, args.ranks)
         size_mb = sum(p.stat().st_size for p in run_dir.glob("rank*.json.gz")) / 1e6
         print(f"run: {args.ranks} ranks of {args.trace.name} x{args.repeat} ({size_mb:.0f} MB gzip) in {run_dir}")
-        results = measure(run_dir, args.screenshot)
+        results = measure(run_dir, args.screenshot, max(1, args.first_paints))
     for name, value in results.items():
-        print(f"{name:45s} {value:10.0f}" if name.startswith("  ") else f"{name:45s} {value:9.2f} s")
-    first = results["first paint (fresh browser)"]
-    print(f"first paint {first:.2f} s vs target {TARGET_FIRST_PAINT_S:.1f} s: "
-          f"{'OK' if first < TARGET_FIRST_PAINT_S else 'OVER'} (ratio {first / TARGET_FIRST_PAINT_S:.2f})")
+        if isinstance(value, str):
+            print(f"{name:45s} {value}")
+        else:
+            print(f"{name:45s} {value:10.0f}" if name.startswith("  ") else f"{name:45s} {value:9.2f} s")
+    median, worst = results["first paint (fresh browser), median"], results["first paint (fresh browser), max"]
+    print(f"first paint median {median:.2f} s, max {worst:.2f} s vs target {TARGET_FIRST_PAINT_S:.1f} s: "
+          f"{'OK' if worst < TARGET_FIRST_PAINT_S else 'OVER'}; aim {AIM_FIRST_PAINT_S:.1f} s: "
+          f"{'met' if median <= AIM_FIRST_PAINT_S else 'not met'} by the median")
     return 0
 
 

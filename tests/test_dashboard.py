@@ -22,7 +22,7 @@ from overlapscope.analysis import intervals as iv
 from overlapscope.dashboard import create_app
 from overlapscope.dashboard import testing as T
 from overlapscope.dashboard.data import ALL_STEPS, Lane, decimate, load_run_data
-from overlapscope.dashboard.timeline import timeline_figure, untyped, view_from_relayout
+from overlapscope.dashboard.timeline import rect_widths, timeline_figure, untyped, view_from_relayout
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -60,11 +60,11 @@ def open_page(driver, paths):
 
 
 def exposed_drawn_ns(fig: dict) -> dict[int, int]:
-    """Per rank, the total length of the exposed-lane segments Plotly holds (x in ms -> ns)."""
+    """Per rank, the total width of the exposed-lane rectangles Plotly holds (x in ms -> ns)."""
     [tr] = [t for t in fig["traces"] if t["meta"] and t["meta"].get("kind") == "exposed"]
-    x = np.array([np.nan if v is None else v for v in tr["x"]], dtype=float).reshape(-1, 3)
-    y = np.array([np.nan if v is None else v for v in tr["y"]], dtype=float).reshape(-1, 3)[:, 0]
-    return {int(rank): int(round(((x[y == lane_y, 1] - x[y == lane_y, 0]) * 1e6).sum()))
+    widths = rect_widths([np.nan if v is None else v for v in tr["x"]])
+    y = np.array([np.nan if v is None else v for v in tr["y"]], dtype=float).reshape(-1, 5)[:, :4].mean(axis=1)
+    return {int(rank): int(round((widths[np.isclose(y, lane_y)] * 1e6).sum()))
             for rank, lane_y in tr["meta"]["lane_y"].items()}
 
 
@@ -72,7 +72,7 @@ def figure_where(driver, graph_id, predicate, timeout_s=30):
     return T.wait_for(lambda: (lambda f: f if f and predicate(f) else None)(T.figure(driver, graph_id)), timeout_s)
 
 
-def choose_step(driver, i: int, label: str) -> None:
+def choose_step(driver, i: int | str, label: str) -> None:
     from selenium.webdriver.common.by import By
 
     driver.find_element(By.ID, f"step-{i}").click()
@@ -129,10 +129,10 @@ def test_exposed_lane_equals_analyzer_every_step_and_zoom():
     for step in data.steps:
         fig = timeline_figure(data, step)
         [lane] = [t for t in fig["data"] if t["meta"]["kind"] == "exposed"]
-        x = untyped(lane["x"]).reshape(-1, 3)
-        assert x.dtype == np.float64  # the exposed lane is drawn in float64: its lengths add up to the ns
+        x = untyped(lane["x"])
+        assert x.dtype == np.float64  # the exposed lane is drawn in float64: its widths add up to the ns
         want = int(steps.loc[steps["step"] == step, "exposed_comm_ns"].iloc[0])
-        assert int(round(((x[:, 1] - x[:, 0]) * 1e6).sum())) == want == lane["meta"]["exposed_ns"]["3"]
+        assert int(round((rect_widths(x) * 1e6).sum())) == want == lane["meta"]["exposed_ns"]["3"]
     # The README's reference total for this trace (µs): exposed comm 87,921 over its 6 steps.
     assert data.ranks[0].exposed.total == 87_921_000
     # Zoomed in, fewer intervals are sent but the lane still says the step's exact total.
@@ -188,7 +188,7 @@ def test_gpu_trace_page_summary_timeline_steps_zoom_and_breakdowns(browser):
         assert zoomed["meta"]["points"] > 0 and zoomed["meta"]["step"] == ALL_STEPS
         [lane] = [t for t in zoomed["traces"] if t["meta"] and t["meta"].get("kind") == "exposed"]
         assert lane["meta"]["exposed_ns"] == {"3": 87_921_000}  # the label keeps the whole total
-        x = np.array([np.nan if v is None else v for v in lane["x"]], dtype=float).reshape(-1, 3)
+        x = np.array([np.nan if v is None else v for v in lane["x"]], dtype=float).reshape(-1, 5)
         assert ((x[:, 1] > 100) & (x[:, 0] < 110)).all()  # only what meets the view is sent
 
         click_tab(browser, "Breakdowns")

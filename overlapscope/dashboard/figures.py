@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .data import RunData, escape
+from .steps import step_label
 
 COLORS = {"ranges": "#9e9e9e", "compute": "#4c78a8", "comm": "#f58518", "memcpy": "#54a24b",
           "exposed": "#e45756", "hidden": "#f5b971", "theory": "#222222"}
@@ -148,7 +149,7 @@ def bubble_figure(bubbles: pd.DataFrame) -> go.Figure | None:
 
 
 def microbatch_gantt(data: RunData, step: int) -> go.Figure | None:
-    """Micro-batch ranges (`Forward i`, `Backward i`, `PP:...`) per stage in one step."""
+    """Micro-batch ranges (`Forward i`, `Backward i`, `PP:...`) per stage in one step (or ALL_STEPS)."""
     bars = []
     t0 = None
     for rv in data.ranks:
@@ -175,7 +176,8 @@ def microbatch_gantt(data: RunData, step: int) -> go.Figure | None:
             y=[f"stage r{rank}"] * s.size, base=(s - t0) / 1e6, x=(e - s) / 1e6, orientation="h", text=names,
             marker_color=np.where(forward, PASS_COLORS["forward"], PASS_COLORS["backward"]), showlegend=False,
             hovertemplate="%{text}: %{x:.3f} ms<extra></extra>", textposition="inside"))
-    fig.update_layout(barmode="overlay", xaxis_title=f"ms from the first micro-batch of step {step}",
+    fig.update_layout(barmode="overlay", xaxis_title=f"ms from the first micro-batch of {step_label(step)}",
+                      meta={"step": step},
                       height=120 + 40 * len(bars), margin={"l": 100, "r": 20, "t": 40, "b": 40})
     return fig
 

@@ -1,4 +1,7 @@
-"""The page: load errors, a summary per run, then tabs (timeline, breakdowns, compare).
+"""The page: load errors, a summary per run, the step selector, then tabs (timeline, breakdowns, compare).
+
+Two runs are shown side by side: summaries, timelines (sharing the step selector and the x range
+in ms from each step's start) and breakdowns in two columns; the Compare tab has the differences.
 
 Strings from traces reach the page only as Dash component children or escaped Plotly text; nothing
 here sets raw HTML. Component ids are plain strings ending in the run's index (0 = A, 1 = B).
@@ -9,9 +12,10 @@ import math
 
 from dash import dcc, html
 
-from .data import ALL_STEPS, RunData
-from .figures import COLORS, collective_color, summary
 from .cache import FigureCache
+from .data import RunData
+from .figures import COLORS, collective_color, summary
+from .steps import StepChoice, step_choice
 
 GRAPH_CONFIG = {"displaylogo": False, "scrollZoom": True}
 NO_DATA = "no data for this run"
@@ -22,10 +26,6 @@ _CARD = {"border": "1px solid #ddd", "borderRadius": "6px", "padding": "6px 12px
 
 def _fmt(value: float, unit: str = "", digits: int = 3) -> str:
     return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}{unit}"
-
-
-def step_label(step: int) -> str:
-    return "all steps" if step == ALL_STEPS else ("whole trace" if step < 0 else f"step {step}")
 
 
 def page(runs: list[RunData], cache: FigureCache) -> html.Div:
@@ -40,13 +40,28 @@ def page(runs: list[RunData], cache: FigureCache) -> html.Div:
                                             "margin": "8px 0", "borderRadius": "4px"}))
     if not ok:
         return html.Div(children, style={"fontFamily": "sans-serif", "margin": "12px"})
+    choice = step_choice(runs)
     children.append(html.Div([html.Div(summary_block(runs[i], i), style=_COL) for i in ok], style=_ROW))
     tabs = [dcc.Tab(label="Timeline", value="timeline"), dcc.Tab(label="Breakdowns", value="breakdowns")]
-    if len(ok) == 2:
+    if choice.paired:
         tabs.append(dcc.Tab(label="Compare", value="compare"))
-    children += [dcc.Tabs(id="tabs", value="timeline", children=tabs),
-                 html.Div(tab_content("timeline", runs, cache), id="tab-content")]
+    children += [step_selector(choice), dcc.Tabs(id="tabs", value="timeline", children=tabs),
+                 html.Div(tab_content("timeline", runs, cache, choice.default), id="tab-content")]
     return html.Div(children, style={"fontFamily": "sans-serif", "margin": "12px"})
+
+
+def step_selector(choice: StepChoice) -> html.Div:
+    """One dropdown for the page: the timeline(s) and the micro-batch Gantt follow it, on every tab."""
+    note = ("the k-th step of each run, side by side on the same ms scale from its start" if choice.paired
+            else "the timeline and the micro-batch Gantt show this step")
+    return html.Div([html.B("step"),
+                     html.Div(dcc.Dropdown(id=choice.selector_id, options=choice.options(), value=choice.default,
+                                           clearable=False, searchable=False),
+                              style={"width": "260px" if choice.paired else "200px", "display": "inline-block"}),
+                     html.Span(note, style={"color": "#666", "fontSize": "12px"})],
+                    # Sticky: it stays in reach while scrolling down to the Gantt.
+                    style={"display": "flex", "alignItems": "center", "gap": "8px", "padding": "6px 0",
+                           "position": "sticky", "top": "0", "zIndex": 20, "background": "white"})
 
 
 def summary_block(data: RunData, i: int) -> list:
@@ -84,29 +99,31 @@ def rank_table(data: RunData, i: int) -> html.Table:
                       style={"fontSize": "13px", "borderCollapse": "collapse", "marginBottom": "8px"})
 
 
-def tab_content(tab: str, runs: list[RunData], cache: FigureCache) -> list:
-    ok = [i for i, r in enumerate(runs) if r.ok]
-    if tab == "compare" and len(ok) == 2:
+def tab_content(tab: str, runs: list[RunData], cache: FigureCache, selected: int | None) -> list:
+    """The content of `tab` for the step selector's value `selected`."""
+    choice = step_choice(runs)
+    steps = choice.steps(selected)
+    if tab == "compare" and choice.paired:
         return compare_view(runs, cache)
     if tab == "timeline":
-        return [timeline_view(runs[i], i, cache) for i in ok]
-    return [html.Div([html.Div(breakdown_view(runs[i], i, cache), style=_COL) for i in ok], style=_ROW)]
+        if choice.paired:
+            view_ms = cache.pair_view_ms(steps)
+            return [html.Div([html.Div(timeline_view(runs[i], i, cache.pair(i, steps[i], view_ms, default=True)),
+                                       style=_COL) for i in choice.shown], style=_ROW)]
+        [i] = choice.shown
+        return [timeline_view(runs[i], i, cache.timeline(i, steps[i]) if steps[i] is not None else {})]
+    return [html.Div([html.Div(breakdown_view(runs[i], i, cache, steps[i]), style=_COL) for i in choice.shown],
+                     style=_ROW)]
 
 
-def timeline_view(data: RunData, i: int, cache: FigureCache) -> html.Div:
-    options = [{"label": step_label(s), "value": s} for s in data.steps]
-    if len(data.steps) > 1:
-        options.append({"label": "all steps", "value": ALL_STEPS})
-    first = data.steps[0]
+def timeline_view(data: RunData, i: int, figure: dict) -> html.Div:
     return html.Div([
-        html.Div([html.B(f"{'AB'[i]}: {data.label}"), html.Span("step", style={"marginLeft": "16px"}),
-                  html.Div(dcc.Dropdown(id=f"step-{i}", options=options, value=first, clearable=False,
-                                        searchable=False), style={"width": "200px", "display": "inline-block"}),
+        html.Div([html.B(f"{'AB'[i]}: {data.label}"),
                   html.Span("drag to zoom (x), double-click to reset; gaps narrower than a pixel are closed in busy "
                             "lanes until you zoom in; the exposed lane is always exact",
                             style={"color": "#666", "fontSize": "12px", "marginLeft": "12px"})],
                  style={"display": "flex", "alignItems": "center", "gap": "8px"}),
-        dcc.Graph(id=f"timeline-{i}", figure=cache.timeline(i, first), config=GRAPH_CONFIG),
+        dcc.Graph(id=f"timeline-{i}", figure=figure, config=GRAPH_CONFIG),
         legend(data),
         dcc.Store(id=f"zoom-{i}"),
     ], style={"marginTop": "8px"})
@@ -128,22 +145,31 @@ def legend(data: RunData) -> html.Div:
     return html.Div(items, style={"margin": "0 0 8px 260px"})
 
 
-def _section(title: str, fig, graph_id: str) -> html.Div:
+def _section(title: str, fig, graph_id: str, box_id: str | None = None) -> html.Div:
     body = dcc.Graph(id=graph_id, figure=fig, config={**GRAPH_CONFIG, "displayModeBar": False}) if fig is not None else \
         html.P(NO_DATA, id=graph_id, className="no-data", style={"color": "#666", "fontStyle": "italic"})
-    return html.Div([html.H4(title, style={"margin": "12px 0 4px"}), body])
+    return html.Div([html.H4(title, style={"margin": "12px 0 4px"}), body], id=box_id or f"{graph_id}-box")
 
 
-def breakdown_view(data: RunData, i: int, cache: FigureCache) -> list:
+GANTT_TITLE = "Micro-batch Gantt"
+
+
+def gantt_section(cache: FigureCache, i: int, step: int | None) -> html.Div:
+    """The Gantt of the selected step: a section of its own, redrawn when the selector changes."""
+    return _section(GANTT_TITLE, cache.gantt(i, step) if step is not None else None, f"gantt-{i}")
+
+
+def breakdown_view(data: RunData, i: int, cache: FigureCache, step: int | None) -> list:
     figs = cache.breakdowns(i)
     titles = {
         "collective": "Exposed comm by collective", "group": "Exposed comm by process group",
         "scope": "Exposed comm by layer / FSDP unit (launching range)", "prefetch": "FSDP prefetch gap",
-        "bubbles": "Pipeline bubble per stage vs theory", "gantt": "Micro-batch Gantt",
+        "bubbles": "Pipeline bubble per stage vs theory", "gantt": GANTT_TITLE,
         "waits": "Wait vs transfer (rank x collective)", "variation": "Step-to-step variation",
     }
     return [html.H4(f"{'AB'[i]}: {data.label}")] + [
-        _section(title, figs[key], f"{key}-{i}") for key, title in titles.items()]
+        gantt_section(cache, i, step) if key == "gantt" else _section(title, figs[key], f"{key}-{i}")
+        for key, title in titles.items()]
 
 
 def compare_view(runs: list[RunData], cache: FigureCache) -> list:

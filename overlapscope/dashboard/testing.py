@@ -84,7 +84,9 @@ const gd = document.querySelector('[id="' + arguments[0] + '"] .js-plotly-plot')
 if (!gd || !gd._fullData || !gd._fullLayout) return null;
 const arr = (v) => (v == null ? null : Array.from(v, (e) => (typeof e === 'number' && isNaN(e) ? null : e)));
 return {meta: gd.layout.meta || null,
-        traces: gd._fullData.map(t => ({meta: t.meta || null, mode: t.mode, x: arr(t.x), y: arr(t.y)})),
+        traces: gd._fullData.map(t => ({meta: t.meta || null, mode: t.mode, type: t.type, x: arr(t.x), y: arr(t.y),
+                                         base: arr(t.base), text: arr(t.text), fillcolor: t.fillcolor || null})),
+        xrange: gd._fullLayout.xaxis.range.slice(), xtitle: gd._fullLayout.xaxis.title.text,
         ticktext: gd.layout.yaxis && gd.layout.yaxis.ticktext ? Array.from(gd.layout.yaxis.ticktext) : [],
         svg_marks: gd.querySelectorAll('g.trace').length};
 """
@@ -127,7 +129,7 @@ def screenshot(paths: list[str], out: str, *, width: int = 1500, height: int = 1
         driver.get(url)
         wait_for(lambda: meta(driver, "timeline-0"), 120)
         wait_for(lambda: idle(driver), 120)
-        time.sleep(0.5)  # WebGL strokes land a frame after Plotly reports the figure drawn
+        time.sleep(0.5)  # let the resize after the first draw settle
         driver.save_screenshot(out)
 
 

@@ -1,10 +1,13 @@
 """The timeline figure: per rank, a range lane, compute/comm lanes, a memcpy lane and the exposed lane.
 
-Lanes are WebGL line segments (separated by NaN, drawn as thick strokes), one trace per colour for
-the whole figure, plus invisible marker traces that carry the hover: a few hundred thousand
-intervals stay about ten traces. Only what meets the current view is sent, merged to the pixel width when a lane has more
-intervals than `max_exact` (data.decimate). The exposed lane is never merged: it is drawn from
-`exposed_intervals` clipped to the step window, so its total is analyze()'s exposed_comm_ns.
+Each interval is a filled rectangle; all rectangles of one colour are one SVG trace (NaN-separated
+polygons with fill "toself", which Plotly draws as a single path element), and invisible traces
+(mode "none": no element per point) carry the hover: a few hundred thousand intervals stay about
+ten traces and ten paths. Not WebGL: its context alone took ~0.3 s to create in a browser that
+renders it in software, and Plotly's SVG lines would be one element per interval. Only what meets
+the current view is sent, merged to the pixel width when a lane has more intervals than
+`max_exact` (data.decimate). The exposed lane is never merged below `max_exposed`: it is drawn
+from `exposed_intervals` clipped to the step window, so its total is analyze()'s exposed_comm_ns.
 """
 from __future__ import annotations
 
@@ -38,16 +41,32 @@ class TimelineConfig:
             raise ValueError("TimelineConfig: width_px >= 100, max_exact >= 1 and max_exposed >= 1")
 
 
-def _segments(starts: np.ndarray, ends: np.ndarray, t0: int, y: float,
-              dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
-    """x (ms from t0) and y of line segments separated by NaN. float32 is exact to well under a pixel
-    and halves what is sent; the exposed lane uses float64 so its drawn lengths add up to the ns."""
-    x = np.full((starts.size, 3), np.nan, dtype=dtype)
-    x[:, 0] = (starts - t0) / 1e6
-    x[:, 1] = (ends - t0) / 1e6
-    yy = np.full((starts.size, 3), np.nan, dtype=np.float32)
-    yy[:, :2] = y
+BAR_HALF = BAR_PX / LANE_PX / 2
+"""Half a bar's height in lane units (lanes are 1 apart and LANE_PX high)."""
+
+
+def _rects(starts: np.ndarray, ends: np.ndarray, t0: int, y: float,
+           dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
+    """x (ms from t0) and y of rectangles [start, end) x [y - h, y + h], five vertices each:
+    (s, y-h) (e, y-h) (e, y+h) (s, y+h) NaN. float32 is exact to well under a pixel and halves what
+    is sent; the exposed lane uses float64 so its drawn widths add up to the ns."""
+    s, e = (starts - t0) / 1e6, (ends - t0) / 1e6
+    x = np.column_stack([s, e, e, s, np.full(starts.size, np.nan)]).astype(dtype)
+    yy = np.tile(np.array([y - BAR_HALF, y - BAR_HALF, y + BAR_HALF, y + BAR_HALF, np.nan], np.float32),
+                 (starts.size, 1))
     return x.ravel(), yy.ravel()
+
+
+def rect_widths(x: np.ndarray) -> np.ndarray:
+    """Width of each rectangle of a `_rects` x array (for tests and tools reading a figure back)."""
+    v = np.asarray(x, dtype=np.float64).reshape(-1, 5)
+    return v[:, 1] - v[:, 0]
+
+
+def _fill_trace(x: np.ndarray, y: np.ndarray, color: str, opacity: float, meta: dict) -> dict:
+    return {"type": "scatter", "mode": "none", "fill": "toself", "fillcolor": color, "opacity": opacity,
+            "x": typed(x), "y": typed(y), "hoverinfo": "skip", "hoveron": "points", "showlegend": False,
+            "meta": meta}
 
 
 def typed(values: np.ndarray) -> dict:
@@ -101,10 +120,10 @@ _TEMPLATES = {
 
 
 class _Collector:
-    """Segments grouped by colour and hover points grouped by template, across all lanes and ranks.
+    """Rectangles grouped by colour and hover points grouped by template, across all lanes and ranks.
 
-    WebGL cost grows with the number of traces far more than with points, so a whole figure is about
-    ten traces: one line trace per colour, one hover trace per template, one exposed trace.
+    Drawing cost grows with the number of traces (and SVG elements) far more than with points, so a
+    whole figure is about ten traces: one fill per colour, one hover trace per template, one exposed fill.
     """
 
     def __init__(self, t0: int) -> None:
@@ -114,7 +133,7 @@ class _Collector:
 
     def add_lines(self, color: str, opacity: float, starts: np.ndarray, ends: np.ndarray, y: float) -> None:
         if starts.size:
-            self.lines.setdefault((color, opacity), []).append(_segments(starts, ends, self.t0, y))
+            self.lines.setdefault((color, opacity), []).append(_rects(starts, ends, self.t0, y))
 
     def add_hover(self, kind: str, x_ns: np.ndarray, y: float, custom: np.ndarray) -> None:
         if x_ns.size:
@@ -124,19 +143,15 @@ class _Collector:
     def traces(self) -> list[dict]:
         # Plain dicts: plotly.py's validating objects cost more than building the data (a zoom is
         # answered on every drag).
-        out = []
-        for (color, opacity), parts in self.lines.items():
-            out.append({
-                "type": "scattergl", "mode": "lines", "x": typed(np.concatenate([p[0] for p in parts])),
-                "y": typed(np.concatenate([p[1] for p in parts])), "line": {"color": color, "width": BAR_PX},
-                "opacity": opacity, "hoverinfo": "skip", "showlegend": False, "meta": {"kind": "lines", "color": color}})
+        out = [_fill_trace(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+                           color, opacity, {"kind": "lines", "color": color})
+               for (color, opacity), parts in self.lines.items()]
         for kind, parts in self.hovers.items():
             out.append({
-                "type": "scattergl", "mode": "markers", "x": typed(np.concatenate([p[0] for p in parts])),
-                "y": typed(np.concatenate([p[1] for p in parts])),
+                "type": "scatter", "mode": "none",
+                "x": typed(np.concatenate([p[0] for p in parts])), "y": typed(np.concatenate([p[1] for p in parts])),
                 "customdata": np.concatenate([p[2] for p in parts]).tolist(),
-                "marker": {"size": BAR_PX, "opacity": 0}, "hovertemplate": _TEMPLATES[kind], "showlegend": False,
-                "meta": {"kind": "hover", "template": kind}})
+                "hovertemplate": _TEMPLATES[kind], "showlegend": False, "meta": {"kind": "hover", "template": kind}})
         return out
 
 
@@ -203,7 +218,7 @@ def timeline_figure(data: RunData, step: int, view_ns: tuple[int, int] | None = 
         keep = (exposed.ends + off > lo) & (exposed.starts + off < hi)
         shown, merged = _exposed_segments(
             iv.Intervals(exposed.starts[keep] + off, exposed.ends[keep] + off), px_ns, cfg)
-        exposed_parts.append(_segments(shown.starts, shown.ends, t0, y, dtype=np.float64))
+        exposed_parts.append(_rects(shown.starts, shown.ends, t0, y, dtype=np.float64))
         col.add_hover("exposed", (shown.starts + shown.ends) / 2, y, _ms(shown.ends - shown.starts))
         for key, value in (("exposed_ns", exposed.total), ("lane_y", y), ("merged", merged)):
             exposed_meta[key][str(rv.rank)] = value
@@ -212,13 +227,14 @@ def timeline_figure(data: RunData, step: int, view_ns: tuple[int, int] | None = 
         y += 1
         shapes.append({"type": "rect", "xref": "paper", "x0": 0, "x1": 1, "y0": top - 0.5, "y1": y - 0.5,
                        "line": {"width": 1, "color": "#bbbbbb"}, "fillcolor": "rgba(0,0,0,0)", "layer": "below"})
+    # Where the step ends: two runs side by side share an x range, so the shorter step ends inside it.
+    end_ms = (span[1] - t0) / 1e6
+    shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": end_ms, "x1": end_ms, "y0": 0, "y1": 1,
+                   "line": {"color": "#555555", "width": 1, "dash": "dot"}, "layer": "above"})
     traces = col.traces()
     if exposed_parts:
-        traces.append({
-            "type": "scattergl", "mode": "lines", "x": typed(np.concatenate([p[0] for p in exposed_parts])),
-            "y": typed(np.concatenate([p[1] for p in exposed_parts])),
-            "line": {"color": COLORS["exposed"], "width": BAR_PX}, "hoverinfo": "skip", "showlegend": False,
-            "meta": exposed_meta})
+        traces.append(_fill_trace(np.concatenate([p[0] for p in exposed_parts]),
+                                  np.concatenate([p[1] for p in exposed_parts]), COLORS["exposed"], 1.0, exposed_meta))
     step_label = "all steps" if step == ALL_STEPS else f"step {step}"
     layout = {
         "height": int(max(y, 1) * LANE_PX + 110),
@@ -235,8 +251,8 @@ def timeline_figure(data: RunData, step: int, view_ns: tuple[int, int] | None = 
     return {"data": traces, "layout": layout}
 
 
-def view_from_relayout(relayout: dict | None, t0_ns: int) -> tuple[int, int] | None:
-    """Aligned ns range from a Plotly relayoutData, None for autorange/reset or no x change."""
+def range_ms(relayout: dict | None) -> tuple[float, float] | None:
+    """The x range (ms, sorted) a Plotly relayoutData sets; None for autorange/reset or no x change."""
     if not relayout:
         return None
     if "xaxis.range[0]" in relayout and "xaxis.range[1]" in relayout:
@@ -249,4 +265,12 @@ def view_from_relayout(relayout: dict | None, t0_ns: int) -> tuple[int, int] | N
         lo, hi = sorted((float(a), float(b)))
     except (TypeError, ValueError):
         return None
-    return t0_ns + int(round(lo * 1e6)), t0_ns + int(round(hi * 1e6))
+    return lo, hi
+
+
+def view_from_relayout(relayout: dict | None, t0_ns: int) -> tuple[int, int] | None:
+    """Aligned ns range from a Plotly relayoutData, None for autorange/reset or no x change."""
+    view = range_ms(relayout)
+    if view is None:
+        return None
+    return t0_ns + int(round(view[0] * 1e6)), t0_ns + int(round(view[1] * 1e6))
