@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -21,7 +21,7 @@ from . import classify
 from .kineto_parse import UNSET, Columns, columns_of_document, no_gc, read_columns
 from .kineto_parse import load_document, read_bytes  # noqa: F401 - re-exported: they lived here before
 from .steps import DEFAULT_STEP_PATTERN, step_ranges, steps_at
-from .table import RankTrace, make_table
+from .table import RankTrace, coded_categorical, make_table
 
 log = logging.getLogger(__name__)
 
@@ -88,15 +88,14 @@ def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: di
     end = start + np.maximum(dur, 0)
 
     # Categories and names repeat: factorize once, decide per distinct value, map back by code.
-    cat_codes, cat_u = pd.factorize(np.array(cols.cat, dtype=object))
-    is_device = np.isin(cat_codes, [i for i, c in enumerate(cat_u) if c in DEVICE_CATS])
-    is_launch = np.isin(cat_codes, [i for i, c in enumerate(cat_u) if c in LAUNCH_CATS])
-    is_cpu = np.isin(cat_codes, [i for i, c in enumerate(cat_u) if c in CPU_CATS])
+    cats = _Coded.of(cols.cat)
+    is_device = cats.isin(DEVICE_CATS)
+    is_launch = cats.isin(LAUNCH_CATS)
+    is_cpu = cats.isin(CPU_CATS)
     if not (is_device.any() or is_cpu.any()):
         raise TraceError("no device or CPU activity (no kernels, memcpy or CPU ops)", path)
-    cats = _Coded(cat_codes, np.asarray(cat_u, dtype=object))
 
-    names = _Coded(*pd.factorize(np.array(cols.name, dtype=object)))
+    names = _Coded.of(cols.name)
     # step_ranges keeps only rows whose name fully matches the pattern: hand it just those.
     rx = re.compile(step_pattern, re.IGNORECASE)
     step_rows = is_cpu & names.map(lambda n: bool(rx.fullmatch(n)), bool)
@@ -123,8 +122,32 @@ class _Coded:
         self.codes = np.asarray(codes, dtype=np.int64)
         self.uniques = np.asarray(uniques, dtype=object)
 
+    @classmethod
+    def of(cls, values: Sequence[Any]) -> "_Coded":
+        """Codes in order of first appearance, equal values sharing one (as pd.factorize for str).
+
+        One dict lookup per value: half the time of pd.factorize on an object array of str.
+        """
+        index: dict[Any, int] = {}
+        codes = [index.setdefault(v, len(index)) for v in values]
+        uniques = np.empty(len(index), dtype=object)
+        uniques[:] = list(index)
+        return cls(np.array(codes, dtype=np.int64), uniques)
+
+    def isin(self, wanted) -> np.ndarray:
+        return np.isin(self.codes, [i for i, u in enumerate(self.uniques) if u in wanted])
+
     def values(self, rows: np.ndarray) -> np.ndarray:
         return self.uniques[self.codes[rows]]
+
+    def relabel(self, func: Callable[[Any], str]) -> "_Coded":
+        """func of every value, evaluated once per distinct value; values with equal labels merge."""
+        labels = _Coded.of([func(u) for u in self.uniques])
+        return _Coded(labels.codes[self.codes], labels.uniques)
+
+    def categorical(self, rows: np.ndarray | None = None) -> pd.Categorical:
+        """The event table column of these values (at `rows`): `pd.Categorical` of the strings."""
+        return coded_categorical(self.codes if rows is None else self.codes[rows], self.uniques)
 
     def map(self, func, dtype, rows: np.ndarray | None = None) -> np.ndarray:
         """func of each row's value, evaluated once per distinct value present in `rows`."""
@@ -147,14 +170,36 @@ class _Coded:
         return out[codes]
 
 
+def _lanes(values: list[Any], template: str) -> _Coded:
+    """template.format(value) per event (the lane name), formatted once per distinct value.
+
+    Only when every value is an int, a str or None: values of those types that compare equal also
+    format equally (True == 1 and 1.0 == 1 would share a dict entry, yet not a label), and they
+    are all the typed decode lets through. Anything else is formatted event by event.
+    """
+    if set(map(type, values)) <= {int, str, type(None)}:
+        return _Coded.of(values).relabel(template.format)
+    return _Coded.of([template.format(v) for v in values])
+
+
+def _joined(*parts: tuple[np.ndarray, np.ndarray]) -> pd.Categorical:
+    """The categorical of several (codes, distinct labels) parts laid end to end; labels of
+    different parts must differ (each part's lanes carry their own prefix)."""
+    codes, offset = [], 0
+    for part_codes, uniques in parts:
+        codes.append(part_codes + offset)
+        offset += uniques.size
+    return coded_categorical(np.concatenate(codes), np.concatenate([u for _, u in parts]))
+
+
 def _gpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_device, is_launch, is_cpu,
                 comm_patterns) -> dict[str, Any]:
     dev = np.flatnonzero(is_device)
     cpu = np.flatnonzero(is_cpu)
-    dev_l, cpu_l = dev.tolist(), cpu.tolist()
+    dev_l = dev.tolist()
     tid = cols.tid
+    threads = _lanes(tid, "thread:{}")
     # Distinct names are few: classify each once, map back through the codes.
-    dev_names = names.values(dev)
     comm_of = names.map_many(lambda u: classify.is_comm_name(u, comm_patterns), dev, bool)
     coll_of = names.map_many(classify.collectives_of, dev)
     dev_kind = cats.map(lambda c: DEVICE_CATS[c], object, dev)
@@ -162,8 +207,7 @@ def _gpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_devic
     dev_kind[is_kernel] = np.where(comm_of[is_kernel], "comm", "compute")
     is_comm = dev_kind == "comm"
     streams = cols.arg(dev_l, "stream", None)
-    dev_lane = np.array([f"stream:{s}" if s is not None else f"stream:{tid[i]}"
-                         for s, i in zip(streams, dev_l)], dtype=object)
+    dev_lane = _lanes([s if s is not None else tid[i] for s, i in zip(streams, dev_l)], "stream:{}")
     corr = np.array(cols.arg(dev_l, "correlation", -1), dtype=np.int64)
 
     # Launch of each device event: the runtime/driver call with the same correlation id.
@@ -174,9 +218,11 @@ def _gpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_devic
     pos = np.clip(np.searchsorted(lau_corr, corr), 0, max(lau.size - 1, 0))
     found = (lau.size > 0) & (lau_corr[pos] == corr) & (corr >= 0) if lau.size else np.zeros(corr.size, bool)
     launch_ns = np.full(dev.size, -1, dtype=np.int64)
-    launch_lane = np.full(dev.size, "", dtype=object)
     launch_ns[found] = start[lau[pos[found]]]
-    launch_lane[found] = np.array([f"thread:{tid[i]}" for i in lau[pos[found]].tolist()], dtype=object)
+    # The launching thread's lane, as a code into the thread lanes plus one for "" (no launch found).
+    launch_labels = np.append(threads.uniques, "")
+    launch_code = np.full(dev.size, threads.uniques.size, dtype=np.int64)
+    launch_code[found] = threads.codes[lau[pos[found]]]
 
     collective = np.where(is_comm, coll_of, "").astype(object)
     nbytes = np.full(dev.size, -1, dtype=np.int64)
@@ -191,9 +237,8 @@ def _gpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_devic
         # the innermost record_param_comms around the launch.
         rpc = cpu[names.values(cpu) == "record_param_comms"]
         if rpc.size:
-            hit = innermost_containing(
-                np.array([f"thread:{tid[i]}" for i in rpc.tolist()], dtype=object), start[rpc], end[rpc],
-                launch_lane[comm_idx], launch_ns[comm_idx])
+            hit = innermost_containing(threads.values(rpc), start[rpc], end[rpc],
+                                       launch_labels[launch_code[comm_idx]], launch_ns[comm_idx])
             for j, h in enumerate(hit):
                 if h >= 0 and "Collective name" not in args[j]:
                     args[j] = cols.args_dict(int(rpc[h]))
@@ -208,20 +253,21 @@ def _gpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_devic
             seq[k] = int(s) if isinstance(s, int) else -1
 
     cpu_kind = cats.map(lambda c: CPU_CATS[c], object, cpu)
-    cpu_lane = np.array([f"thread:{tid[i]}" for i in cpu_l], dtype=object)
+    # String columns go to the table as categoricals built from codes: no string hashed per row.
+    cpu_lane = (threads.codes[cpu], threads.uniques)
     return {
-        "lane": np.concatenate([dev_lane, cpu_lane]),
-        "kind": np.concatenate([dev_kind, cpu_kind]),
-        "name": np.concatenate([dev_names, names.values(cpu)]),
+        "lane": _joined((dev_lane.codes, dev_lane.uniques), cpu_lane),
+        "kind": _Coded.of(np.concatenate([dev_kind, cpu_kind])).categorical(),
+        "name": coded_categorical(np.concatenate([names.codes[dev], names.codes[cpu]]), names.uniques),
         "start_ns": np.concatenate([start[dev], start[cpu]]),
         "end_ns": np.concatenate([end[dev], end[cpu]]),
-        "collective": np.concatenate([collective, np.full(cpu.size, "", dtype=object)]),
+        "collective": _Coded.of(np.concatenate([collective, np.full(cpu.size, "", dtype=object)])).categorical(),
         "bytes": np.concatenate([nbytes, np.full(cpu.size, -1, np.int64)]),
-        "group": np.concatenate([group, np.full(cpu.size, "", dtype=object)]),
+        "group": _Coded.of(np.concatenate([group, np.full(cpu.size, "", dtype=object)])).categorical(),
         "seq": np.concatenate([seq, np.full(cpu.size, -1, np.int64)]),
         "correlation": np.concatenate([corr, np.full(cpu.size, -1, np.int64)]),
         "launch_ns": np.concatenate([launch_ns, start[cpu]]),
-        "launch_lane": np.concatenate([launch_lane, cpu_lane]),
+        "launch_lane": coded_categorical(np.concatenate([launch_code, threads.codes[cpu]]), launch_labels),
     }
 
 
