@@ -145,9 +145,8 @@ class _Coded:
         labels = _Coded.of([func(u) for u in self.uniques])
         return _Coded(labels.codes[self.codes], labels.uniques)
 
-    def categorical(self, rows: np.ndarray | None = None) -> pd.Categorical:
-        """The event table column of these values (at `rows`): `pd.Categorical` of the strings."""
-        return coded_categorical(self.codes if rows is None else self.codes[rows], self.uniques)
+    def parts(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.codes, self.uniques
 
     def map(self, func, dtype, rows: np.ndarray | None = None) -> np.ndarray:
         """func of each row's value, evaluated once per distinct value present in `rows`."""
@@ -183,13 +182,14 @@ def _lanes(values: list[Any], template: str) -> _Coded:
 
 
 def _joined(*parts: tuple[np.ndarray, np.ndarray]) -> pd.Categorical:
-    """The categorical of several (codes, distinct labels) parts laid end to end; labels of
-    different parts must differ (each part's lanes carry their own prefix)."""
+    """The categorical of several (codes, distinct labels) parts laid end to end (a label may
+    recur in several parts)."""
     codes, offset = [], 0
     for part_codes, uniques in parts:
         codes.append(part_codes + offset)
         offset += uniques.size
-    return coded_categorical(np.concatenate(codes), np.concatenate([u for _, u in parts]))
+    labels = _Coded.of(np.concatenate([u for _, u in parts]))  # merge labels the parts share
+    return coded_categorical(labels.codes[np.concatenate(codes)], labels.uniques)
 
 
 def _gpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_device, is_launch, is_cpu,
@@ -252,18 +252,21 @@ def _gpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_devic
             s = a.get("Seq", a.get("seq"))
             seq[k] = int(s) if isinstance(s, int) else -1
 
-    cpu_kind = cats.map(lambda c: CPU_CATS[c], object, cpu)
     # String columns go to the table as categoricals built from codes: no string hashed per row.
+    # Device rows are factorized (few); CPU rows take their kind from the category's code, and
+    # "" for collective and group.
+    cpu_kind = cats.relabel(lambda c: CPU_CATS.get(c, ""))
     cpu_lane = (threads.codes[cpu], threads.uniques)
+    no_value = (np.zeros(cpu.size, dtype=np.int64), np.array([""], dtype=object))
     return {
         "lane": _joined((dev_lane.codes, dev_lane.uniques), cpu_lane),
-        "kind": _Coded.of(np.concatenate([dev_kind, cpu_kind])).categorical(),
+        "kind": _joined(_Coded.of(dev_kind).parts(), (cpu_kind.codes[cpu], cpu_kind.uniques)),
         "name": coded_categorical(np.concatenate([names.codes[dev], names.codes[cpu]]), names.uniques),
         "start_ns": np.concatenate([start[dev], start[cpu]]),
         "end_ns": np.concatenate([end[dev], end[cpu]]),
-        "collective": _Coded.of(np.concatenate([collective, np.full(cpu.size, "", dtype=object)])).categorical(),
+        "collective": _joined(_Coded.of(collective).parts(), no_value),
         "bytes": np.concatenate([nbytes, np.full(cpu.size, -1, np.int64)]),
-        "group": _Coded.of(np.concatenate([group, np.full(cpu.size, "", dtype=object)])).categorical(),
+        "group": _joined(_Coded.of(group).parts(), no_value),
         "seq": np.concatenate([seq, np.full(cpu.size, -1, np.int64)]),
         "correlation": np.concatenate([corr, np.full(cpu.size, -1, np.int64)]),
         "launch_ns": np.concatenate([launch_ns, start[cpu]]),
