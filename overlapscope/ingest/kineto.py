@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -18,6 +18,7 @@ import pandas as pd
 from ..errors import TraceError
 from ..analysis.intervals import innermost_containing
 from . import classify
+from .coded import Coded
 from .kineto_parse import UNSET, Columns, columns_of_document, no_gc, read_columns
 from .kineto_parse import load_document, read_bytes  # noqa: F401 - re-exported: they lived here before
 from .steps import DEFAULT_STEP_PATTERN, step_ranges, steps_at
@@ -88,14 +89,14 @@ def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: di
     end = start + np.maximum(dur, 0)
 
     # Categories and names repeat: factorize once, decide per distinct value, map back by code.
-    cats = _Coded.of(cols.cat)
+    cats = cols.cat
     is_device = cats.isin(DEVICE_CATS)
     is_launch = cats.isin(LAUNCH_CATS)
     is_cpu = cats.isin(CPU_CATS)
     if not (is_device.any() or is_cpu.any()):
         raise TraceError("no device or CPU activity (no kernels, memcpy or CPU ops)", path)
 
-    names = _Coded.of(cols.name)
+    names = cols.name
     # step_ranges keeps only rows whose name fully matches the pattern: hand it just those.
     rx = re.compile(step_pattern, re.IGNORECASE)
     step_rows = is_cpu & names.map(lambda n: bool(rx.fullmatch(n)), bool)
@@ -115,61 +116,7 @@ def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: di
         world_size=info.get("world_size") if isinstance(info.get("world_size"), int) else None, meta=meta)
 
 
-class _Coded:
-    """A factorized per-event column: codes into a small array of distinct values."""
-
-    def __init__(self, codes: np.ndarray, uniques: np.ndarray) -> None:
-        self.codes = np.asarray(codes, dtype=np.int64)
-        self.uniques = np.asarray(uniques, dtype=object)
-
-    @classmethod
-    def of(cls, values: Sequence[Any]) -> "_Coded":
-        """Codes in order of first appearance, equal values sharing one (as pd.factorize for str).
-
-        One dict lookup per value: half the time of pd.factorize on an object array of str.
-        """
-        index: dict[Any, int] = {}
-        codes = [index.setdefault(v, len(index)) for v in values]
-        uniques = np.empty(len(index), dtype=object)
-        uniques[:] = list(index)
-        return cls(np.array(codes, dtype=np.int64), uniques)
-
-    def isin(self, wanted) -> np.ndarray:
-        return np.isin(self.codes, [i for i, u in enumerate(self.uniques) if u in wanted])
-
-    def values(self, rows: np.ndarray) -> np.ndarray:
-        return self.uniques[self.codes[rows]]
-
-    def relabel(self, func: Callable[[Any], str]) -> "_Coded":
-        """func of every value, evaluated once per distinct value; values with equal labels merge."""
-        labels = _Coded.of([func(u) for u in self.uniques])
-        return _Coded(labels.codes[self.codes], labels.uniques)
-
-    def parts(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.codes, self.uniques
-
-    def map(self, func, dtype, rows: np.ndarray | None = None) -> np.ndarray:
-        """func of each row's value, evaluated once per distinct value present in `rows`."""
-        codes = self.codes if rows is None else self.codes[rows]
-        out = np.zeros(self.uniques.size, dtype=dtype) if dtype is not object else \
-            np.full(self.uniques.size, "", dtype=object)
-        used = np.unique(codes)
-        if used.size:
-            out[used] = np.array([func(u) for u in self.uniques[used]], dtype=dtype)
-        return out[codes]
-
-    def map_many(self, func, rows: np.ndarray, dtype=object) -> np.ndarray:
-        """Like map, with func taking the list of distinct values and returning one array for them."""
-        codes = self.codes[rows]
-        out = np.zeros(self.uniques.size, dtype=dtype) if dtype is not object else \
-            np.full(self.uniques.size, "", dtype=object)
-        used = np.unique(codes)
-        if used.size:
-            out[used] = func(list(self.uniques[used]))
-        return out[codes]
-
-
-def _lanes(values: list[Any], template: str) -> _Coded:
+def _lanes(values: list[Any], template: str) -> Coded:
     """template.format(value) per event (the lane name), formatted once per distinct value.
 
     Only when every value is an int, a str or None: values of those types that compare equal also
@@ -177,8 +124,8 @@ def _lanes(values: list[Any], template: str) -> _Coded:
     are all the typed decode lets through. Anything else is formatted event by event.
     """
     if set(map(type, values)) <= {int, str, type(None)}:
-        return _Coded.of(values).relabel(template.format)
-    return _Coded.of([template.format(v) for v in values])
+        return Coded.of(values).relabel(template.format)
+    return Coded.of([template.format(v) for v in values])
 
 
 def _joined(*parts: tuple[np.ndarray, np.ndarray]) -> pd.Categorical:
@@ -188,11 +135,11 @@ def _joined(*parts: tuple[np.ndarray, np.ndarray]) -> pd.Categorical:
     for part_codes, uniques in parts:
         codes.append(part_codes + offset)
         offset += uniques.size
-    labels = _Coded.of(np.concatenate([u for _, u in parts]))  # merge labels the parts share
+    labels = Coded.of(np.concatenate([u for _, u in parts]))  # merge labels the parts share
     return coded_categorical(labels.codes[np.concatenate(codes)], labels.uniques)
 
 
-def _gpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_device, is_launch, is_cpu,
+def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device, is_launch, is_cpu,
                 comm_patterns) -> dict[str, Any]:
     dev = np.flatnonzero(is_device)
     cpu = np.flatnonzero(is_cpu)
@@ -260,13 +207,13 @@ def _gpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_devic
     no_value = (np.zeros(cpu.size, dtype=np.int64), np.array([""], dtype=object))
     return {
         "lane": _joined((dev_lane.codes, dev_lane.uniques), cpu_lane),
-        "kind": _joined(_Coded.of(dev_kind).parts(), (cpu_kind.codes[cpu], cpu_kind.uniques)),
-        "name": coded_categorical(np.concatenate([names.codes[dev], names.codes[cpu]]), names.uniques),
+        "kind": _joined(Coded.of(dev_kind).parts(), (cpu_kind.codes[cpu], cpu_kind.uniques)),
+        "name": names.categorical(np.concatenate([dev, cpu])),
         "start_ns": np.concatenate([start[dev], start[cpu]]),
         "end_ns": np.concatenate([end[dev], end[cpu]]),
-        "collective": _joined(_Coded.of(collective).parts(), no_value),
+        "collective": _joined(Coded.of(collective).parts(), no_value),
         "bytes": np.concatenate([nbytes, np.full(cpu.size, -1, np.int64)]),
-        "group": _joined(_Coded.of(group).parts(), no_value),
+        "group": _joined(Coded.of(group).parts(), no_value),
         "seq": np.concatenate([seq, np.full(cpu.size, -1, np.int64)]),
         "correlation": np.concatenate([corr, np.full(cpu.size, -1, np.int64)]),
         "launch_ns": np.concatenate([launch_ns, start[cpu]]),
@@ -284,7 +231,7 @@ def _message_bytes(args: dict[str, Any], collective: str) -> int:
     return nelems * size
 
 
-def _cpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_cpu) -> dict[str, Any]:
+def _cpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_cpu) -> dict[str, Any]:
     cpu = np.flatnonzero(is_cpu)
     name = names.values(cpu)
     tid = np.array([str(cols.tid[i]) for i in cpu.tolist()], dtype=object)

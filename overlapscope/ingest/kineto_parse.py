@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import gzip
+import operator
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ import numpy as np
 import orjson
 
 from ..errors import TraceError
+from .coded import Coded
 
 try:  # ISA-L inflates gzip about twice as fast as zlib (the optional [fast] extra)
     from isal import isal_zlib as _inflate
@@ -88,14 +90,16 @@ class _Doc(msgspec.Struct):
 
 
 _DECODER = msgspec.json.Decoder(_Doc)
+_CAT, _NAME = operator.attrgetter("cat"), operator.attrgetter("name")
 
 
 @dataclass
 class Columns:
-    """The complete ("X") events of one trace as parallel per-event lists, plus the top-level fields."""
+    """The complete ("X") events of one trace as parallel per-event lists (categories and names
+    factorized), plus the top-level fields."""
 
-    cat: list[Any]
-    name: list[str]
+    cat: Coded
+    name: Coded
     tid: list[Any]
     ts: list[Any]
     dur: list[Any]
@@ -219,7 +223,7 @@ def _typed_columns(raw: bytes) -> Columns | None:
     if UNSET in ts:
         return None  # the generic path raises the reference error for an event without ts
     return Columns(
-        cat=[e.cat for e in xs], name=[e.name for e in xs], tid=[e.tid for e in xs], ts=ts,
+        cat=Coded.of(map(_CAT, xs)), name=Coded.of(map(_NAME, xs)), tid=[e.tid for e in xs], ts=ts,
         dur=[e.dur for e in xs], args=[e.args for e in xs],
         top={"distributedInfo": doc.distributedInfo, "baseTimeNanoseconds": doc.baseTimeNanoseconds,
              "deviceProperties": doc.deviceProperties}, typed=True)
@@ -230,8 +234,8 @@ def columns_of_document(doc: dict[str, Any]) -> Columns:
     xs = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
     return Columns(
         # A category that is not a string matches no known one: "" says the same and stays hashable.
-        cat=[c if isinstance(c := e.get("cat", ""), str) else "" for e in xs],
-        name=[str(e.get("name", "")) for e in xs],
+        cat=Coded.of([c if isinstance(c := e.get("cat", ""), str) else "" for e in xs]),
+        name=Coded.of([str(e.get("name", "")) for e in xs]),
         tid=[e.get("tid") for e in xs], ts=[e["ts"] if "ts" in e else UNSET for e in xs],
         dur=[e.get("dur", 0) for e in xs], args=[e.get("args") or None for e in xs],
         top={k: doc.get(k) for k in ("distributedInfo", "baseTimeNanoseconds", "deviceProperties")})
