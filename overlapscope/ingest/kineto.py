@@ -116,18 +116,6 @@ def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: di
         world_size=info.get("world_size") if isinstance(info.get("world_size"), int) else None, meta=meta)
 
 
-def _lanes(values: list[Any], template: str) -> Coded:
-    """template.format(value) per event (the lane name), formatted once per distinct value.
-
-    Only when every value is an int, a str or None: values of those types that compare equal also
-    format equally (True == 1 and 1.0 == 1 would share a dict entry, yet not a label), and they
-    are all the typed decode lets through. Anything else is formatted event by event.
-    """
-    if set(map(type, values)) <= {int, str, type(None)}:
-        return Coded.of(values).relabel(template.format)
-    return Coded.of([template.format(v) for v in values])
-
-
 def _joined(*parts: tuple[np.ndarray, np.ndarray]) -> pd.Categorical:
     """The categorical of several (codes, distinct labels) parts laid end to end (a label may
     recur in several parts)."""
@@ -144,8 +132,7 @@ def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device,
     dev = np.flatnonzero(is_device)
     cpu = np.flatnonzero(is_cpu)
     dev_l = dev.tolist()
-    tid = cols.tid
-    threads = _lanes(tid, "thread:{}")
+    threads = cols.tid.relabel("thread:{}".format)
     # Distinct names are few: classify each once, map back through the codes.
     comm_of = names.map_many(lambda u: classify.is_comm_name(u, comm_patterns), dev, bool)
     coll_of = names.map_many(classify.collectives_of, dev)
@@ -154,7 +141,8 @@ def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device,
     dev_kind[is_kernel] = np.where(comm_of[is_kernel], "comm", "compute")
     is_comm = dev_kind == "comm"
     streams = cols.arg(dev_l, "stream", None)
-    dev_lane = _lanes([s if s is not None else tid[i] for s, i in zip(streams, dev_l)], "stream:{}")
+    dev_lane = Coded.of([f"stream:{s}" if s is not None else "stream:" + t
+                         for s, t in zip(streams, cols.tid.values(dev).tolist())])
     corr = np.array(cols.arg(dev_l, "correlation", -1), dtype=np.int64)
 
     # Launch of each device event: the runtime/driver call with the same correlation id.
@@ -234,7 +222,7 @@ def _message_bytes(args: dict[str, Any], collective: str) -> int:
 def _cpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_cpu) -> dict[str, Any]:
     cpu = np.flatnonzero(is_cpu)
     name = names.values(cpu)
-    tid = np.array([str(cols.tid[i]) for i in cpu.tolist()], dtype=object)
+    tid = cols.tid.values(cpu)
     s, e = start[cpu], end[cpu]
     kind = cats.map(lambda c: CPU_CATS[c], object, cpu)
 
@@ -254,7 +242,7 @@ def _cpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_cpu) ->
     kind[compute] = "compute"
     kind[comm] = "comm"
 
-    lane = np.array([f"thread:{t}" for t in tid], dtype=object)
+    lane = cols.tid.relabel("thread:{}".format).values(cpu)
     launch_ns, launch_lane = s.copy(), lane.copy()
     collective = np.where(comm, names.map_many(classify.collectives_of, cpu), "").astype(object)
     _link_worker_transfers(comm & on_worker, ~on_worker & is_enqueue, name, s, lane, launch_ns, launch_lane,

@@ -90,7 +90,7 @@ class _Doc(msgspec.Struct):
 
 
 _DECODER = msgspec.json.Decoder(_Doc)
-_CAT, _NAME = operator.attrgetter("cat"), operator.attrgetter("name")
+_CAT, _NAME, _TID = operator.attrgetter("cat"), operator.attrgetter("name"), operator.attrgetter("tid")
 
 
 @dataclass
@@ -100,7 +100,8 @@ class Columns:
 
     cat: Coded
     name: Coded
-    tid: list[Any]
+    tid: Coded
+    """str(tid) of each event: the reader uses a thread id only through its text (lane names)."""
     ts: list[Any]
     dur: list[Any]
     args: list[Any]
@@ -223,7 +224,9 @@ def _typed_columns(raw: bytes) -> Columns | None:
     if UNSET in ts:
         return None  # the generic path raises the reference error for an event without ts
     return Columns(
-        cat=Coded.of(map(_CAT, xs)), name=Coded.of(map(_NAME, xs)), tid=[e.tid for e in xs], ts=ts,
+        cat=Coded.of(map(_CAT, xs)), name=Coded.of(map(_NAME, xs)),
+        # int, str and None only (the schema's tid): no two of them compare equal yet print apart.
+        tid=Coded.of(map(_TID, xs)).relabel(str), ts=ts,
         dur=[e.dur for e in xs], args=[e.args for e in xs],
         top={"distributedInfo": doc.distributedInfo, "baseTimeNanoseconds": doc.baseTimeNanoseconds,
              "deviceProperties": doc.deviceProperties}, typed=True)
@@ -236,6 +239,6 @@ def columns_of_document(doc: dict[str, Any]) -> Columns:
         # A category that is not a string matches no known one: "" says the same and stays hashable.
         cat=Coded.of([c if isinstance(c := e.get("cat", ""), str) else "" for e in xs]),
         name=Coded.of([str(e.get("name", "")) for e in xs]),
-        tid=[e.get("tid") for e in xs], ts=[e["ts"] if "ts" in e else UNSET for e in xs],
+        tid=Coded.of([str(e.get("tid")) for e in xs]), ts=[e["ts"] if "ts" in e else UNSET for e in xs],
         dur=[e.get("dur", 0) for e in xs], args=[e.get("args") or None for e in xs],
         top={k: doc.get(k) for k in ("distributedInfo", "baseTimeNanoseconds", "deviceProperties")})
