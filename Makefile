@@ -14,7 +14,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q "$(TORCH)" -e ".[dash,dask,dev]"
+	$(BIN)/python -m pip install -q "$(TORCH)" -e ".[dash,dask,dev,fast]"
 	touch $@
 
 setup: $(VENV)/.installed

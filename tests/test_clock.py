@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from hypothesis import given, settings, strategies as st
 
 from crossrank_tables import MS, US
-from overlapscope.analysis.clock import estimate_offsets, most_feasible
+from overlapscope.analysis.clock import _per_instance, estimate_offsets, most_feasible
 
 
 def ends(rows: list[tuple[int, int, int]]) -> pd.DataFrame:
@@ -73,3 +74,15 @@ def test_most_feasible_ignores_a_minority_of_impossible_pairs():
     assert most_feasible(lo, hi, 0.0) == 0.0
     assert most_feasible(np.array([0]), np.array([0]), 7.0) == 0.0
     assert most_feasible(np.array([], np.int64), np.array([], np.int64), 7.0) == 7.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(-10**15, 10**15), st.integers(-10**15, 10**15)),
+                min_size=1, max_size=30))
+def test_per_instance_aggregates_are_pandas_groupby_median_min_max(rows):
+    frame = pd.DataFrame(rows, columns=["instance", "e", "s"])
+    expected = frame.groupby("instance").agg(anchor=("e", "median"), first_end=("e", "min"), last_start=("s", "max"))
+    got = _per_instance(frame["instance"].to_numpy(), frame["e"].to_numpy(), frame["s"].to_numpy())
+    assert got.instance.tolist() == expected.index.tolist()
+    for column in ("anchor", "first_end", "last_start"):
+        assert getattr(got, column).tolist() == expected[column].to_numpy(np.float64).tolist(), column

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from hypothesis import given, settings, strategies as st
 
 from overlapscope.analysis.codes import as_str, codes_names, isin, per_name, shared_codes
+from overlapscope.ingest.table import coded_categorical
 
 
 def cat(*values):
@@ -52,3 +54,16 @@ def test_isin_and_per_name_decide_once_per_distinct_name():
 def test_per_name_keeps_tuples_as_objects():
     out = per_name(cat("Forward 1", "x"), lambda n: (1, "F") if n.startswith("Forward") else None)
     assert out[0] == (1, "F") and out[1] is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=6), min_size=1, max_size=8, unique=True).flatmap(
+    lambda u: st.tuples(st.just(u), st.lists(st.integers(0, len(u) - 1), max_size=40))))
+def test_coded_categorical_is_the_categorical_of_the_strings(case):
+    """The reader's categoricals from codes equal pd.Categorical of the strings: categories,
+    their order and dtype, codes."""
+    uniques, codes = case
+    values = np.array(uniques, dtype=object)[np.array(codes, dtype=np.int64)]
+    got, expected = coded_categorical(np.array(codes, dtype=np.int64), uniques), pd.Categorical(values)
+    assert got.dtype == expected.dtype and got.categories.dtype == expected.categories.dtype
+    pd.testing.assert_series_equal(pd.Series(got), pd.Series(expected), check_exact=True)

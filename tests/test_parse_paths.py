@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import gzip
+import importlib.util
+import zlib
 
 import orjson
 import pandas as pd
@@ -9,6 +11,8 @@ import pytest
 
 from conftest import SHARED_TRACES
 from kineto_builder import KinetoTrace
+from overlapscope.errors import TraceError
+from overlapscope.ingest import kineto_parse
 from overlapscope.ingest.kineto import read_kineto
 from overlapscope.ingest.kineto_parse import _typed_columns, read_bytes
 
@@ -91,3 +95,70 @@ def test_unusual_file_falls_back_to_the_generic_path(tmp_path):
 @pytest.mark.parametrize("path", sorted(SHARED_TRACES.glob("kineto-gpu/*/*.json.gz")), ids=lambda p: p.name)
 def test_real_traces_read_the_same_on_both_paths(path):
     assert_same(*both_paths(path))
+
+
+# ---- gzip inflate -----------------------------------------------------------------------------
+INFLATERS = [zlib] + ([pytest.importorskip("isal.isal_zlib")] if importlib.util.find_spec("isal") else [])
+
+
+@pytest.fixture(params=INFLATERS, ids=lambda m: m.__name__)
+def inflater(request, monkeypatch):
+    """Run the test with zlib and, when installed, ISA-L as the inflater."""
+    monkeypatch.setattr(kineto_parse, "_inflate", request.param)
+    return request.param
+
+
+def test_gunzip_equals_gzip_decompress_over_members_and_padding(inflater):
+    a, b = gzip.compress(b'{"traceEvents": [' * 50), gzip.compress(b"]}")
+    for data in (a, a + b, a + b"\x00\x00\x00" + b, a + b + b"\x00"):
+        assert kineto_parse.gunzip(data) == gzip.decompress(data)
+
+
+@pytest.mark.parametrize("damage", ["cut in the trailer", "cut in the data", "trailing garbage", "bad crc"])
+def test_damaged_gzip_is_a_one_line_error(tmp_path, inflater, damage):
+    good = gzip.compress(orjson.dumps(gpu_trace_with_comm_args().document()))
+    bad = {"cut in the trailer": good[:-3], "cut in the data": good[: len(good) // 2],
+           "trailing garbage": good + b"xx", "bad crc": good[:-8] + bytes(8)}[damage]
+    path = tmp_path / "rank0.json.gz"
+    path.write_bytes(bad)
+    with pytest.raises(TraceError, match="truncated or corrupt gzip"):
+        read_bytes(path)
+    with pytest.raises(Exception):
+        gzip.decompress(bad)  # the reference rejects it too
+
+
+# ---- what the typed decode accepts --------------------------------------------------------------
+def test_every_phase_but_x_is_skipped_on_the_typed_path(tmp_path):
+    t = gpu_trace_with_comm_args()
+    # Flow arrows, instants, counters and metadata with fields of any shape: the reader never
+    # looks inside them, so they must not send the file down the slow path.
+    t.events += [{"ph": "s", "id": 1, "pid": 1, "tid": 100, "ts": 5.0, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+                 {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": 6.0, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+                 {"ph": "i", "name": "marker", "args": ["not", "a", "dict"], "s": "t"},
+                 {"ph": "C", "name": 3, "args": {"x": [1, 2]}},
+                 {"ph": "M", "name": "thread_name", "args": {"name": "main"}}]
+    assert_same(*both_paths(t.write(tmp_path / "r.json")))
+
+
+@pytest.mark.parametrize("odd", [{"ph": "Q", "name": "not a Chrome trace phase"}, {"name": "no phase at all"}])
+def test_an_event_of_unknown_phase_takes_the_generic_path(tmp_path, odd):
+    t = gpu_trace_with_comm_args()
+    t.events.append(odd)
+    path = t.write(tmp_path / "r.json")
+    assert _typed_columns(read_bytes(path)) is None
+    reference = gpu_trace_with_comm_args().write(tmp_path / "ref.json")
+    pd.testing.assert_frame_equal(read_kineto(path).events, read_kineto(reference).events, check_exact=True)
+
+
+def test_lanes_of_odd_thread_and_stream_values_are_formatted_event_by_event(tmp_path):
+    """Values that compare equal but print differently (1, True, 1.0) keep lanes of their own."""
+    t = gpu_trace_with_comm_args()
+    for i, tid in enumerate([1, True, 1.0, "1", None, [1]]):
+        t.cpu_op(f"op{i}", 1_000 * i, 1_000 * i + 500, tid=tid)
+    for i, stream in enumerate([1, True, 1.0, "1"]):
+        t.kernel(f"k{i}", 1_000 * i, 1_000 * i + 500, stream=stream)
+    trace = read_kineto(tmp_path / "x.json", doc=t.document())
+    ev = trace.events.astype({"lane": object, "name": object}).set_index("name")
+    assert [ev.loc[f"op{i}", "lane"] for i in range(6)] == \
+        ["thread:1", "thread:True", "thread:1.0", "thread:1", "thread:None", "thread:[1]"]
+    assert [ev.loc[f"k{i}", "lane"] for i in range(4)] == ["stream:1", "stream:True", "stream:1.0", "stream:1"]

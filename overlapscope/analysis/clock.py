@@ -72,27 +72,30 @@ def estimate_offsets(ends: pd.DataFrame, ranks: list[int] | None = None) -> Cloc
     offsets: dict[int, int] = {reference: 0}
     pairs: dict[int, int] = {reference: 0}
     pending = set(all_ranks) - {reference}
+    # NumPy columns: the loop runs once per rank, and a pandas groupby per round cost ~10 ms.
+    instance = frame["instance"].to_numpy()
+    rank = frame["rank"].to_numpy(np.int64)
+    end_ns = frame["end_ns"].to_numpy(np.int64)
+    start_ns = frame["start_ns"].to_numpy(np.int64) if has_start else np.zeros(end_ns.size, np.int64)
     while pending:
-        known = frame[frame["rank"].isin(list(offsets))]
-        shift = known["rank"].map(offsets).astype(np.int64)
-        known = known.assign(e=known["end_ns"] + shift, s=(known["start_ns"] + shift) if has_start else 0)
-        per = known.groupby("instance").agg(anchor=("e", "median"), first_end=("e", "min"), last_start=("s", "max"))
-        cand = frame[frame["rank"].isin(list(pending)) & frame["instance"].isin(per.index)]
-        if cand.empty:
+        known = np.isin(rank, list(offsets))
+        shift = np.array([offsets[r] for r in rank[known].tolist()], dtype=np.int64)
+        per = _per_instance(instance[known], end_ns[known] + shift, start_ns[known] + shift)
+        cand = np.flatnonzero(np.isin(rank, list(pending)) & np.isin(instance, per.instance))
+        if cand.size == 0:
             break
-        counts = cand.groupby("rank").size()
+        ranks_c, counts = np.unique(rank[cand], return_counts=True)
         # Align the best-supported rank first: later ranks then have more anchors to lean on.
-        best = int(counts.idxmax())
-        mine = cand[cand["rank"] == best]
-        p = per.reindex(mine["instance"])
-        diff = p["anchor"].to_numpy(np.float64) - mine["end_ns"].to_numpy(np.float64)
+        best = int(ranks_c[np.argmax(counts)])
+        mine = cand[rank[cand] == best]
+        at = np.searchsorted(per.instance, instance[mine])
+        diff = per.anchor[at] - end_ns[mine].astype(np.float64)
         offset = float(np.median(diff))
         if has_start:
-            offset = most_feasible(p["last_start"].to_numpy(np.float64) - mine["end_ns"].to_numpy(np.float64),
-                                   p["first_end"].to_numpy(np.float64) - mine["start_ns"].to_numpy(np.float64),
-                                   offset)
+            offset = most_feasible(per.last_start[at] - end_ns[mine].astype(np.float64),
+                                   per.first_end[at] - start_ns[mine].astype(np.float64), offset)
         offsets[best] = int(np.rint(offset))
-        pairs[best] = int(counts[best])
+        pairs[best] = int(counts.max())
         pending.discard(best)
     unaligned = sorted(pending)
     for r in unaligned:
@@ -101,3 +104,26 @@ def estimate_offsets(ends: pd.DataFrame, ranks: list[int] | None = None) -> Cloc
     if unaligned:
         log.debug("ranks %s share no matched collective with the others: clocks used as recorded", unaligned)
     return ClockOffsets({r: offsets[r] for r in all_ranks}, {r: pairs[r] for r in all_ranks}, unaligned)
+
+
+class _PerInstance(NamedTuple):
+    instance: np.ndarray
+    """Sorted distinct instances."""
+    anchor: np.ndarray
+    """Median aligned end (float64: the mean of the two middle ends for an even count)."""
+    first_end: np.ndarray
+    last_start: np.ndarray
+
+
+def _per_instance(instance: np.ndarray, end_ns: np.ndarray, start_ns: np.ndarray) -> _PerInstance:
+    """Per instance: median and min of the ends, max of the starts (pandas' groupby median, min, max)."""
+    if instance.size == 0:
+        nothing = np.empty(0, np.float64)
+        return _PerInstance(instance, nothing, nothing, nothing)
+    order = np.lexsort((end_ns, instance))
+    inst, ends = instance[order], end_ns[order].astype(np.float64)
+    first = np.flatnonzero(np.r_[True, inst[1:] != inst[:-1]])
+    count = np.diff(np.r_[first, inst.size])
+    anchor = (ends[first + (count - 1) // 2] + ends[first + count // 2]) / 2
+    last_start = np.maximum.reduceat(start_ns[order], first).astype(np.float64)
+    return _PerInstance(inst[first], anchor, ends[first], last_start)

@@ -18,10 +18,11 @@ import pandas as pd
 from ..errors import TraceError
 from ..analysis.intervals import innermost_containing
 from . import classify
+from .coded import Coded
 from .kineto_parse import UNSET, Columns, columns_of_document, no_gc, read_columns
 from .kineto_parse import load_document, read_bytes  # noqa: F401 - re-exported: they lived here before
 from .steps import DEFAULT_STEP_PATTERN, step_ranges, steps_at
-from .table import RankTrace, make_table
+from .table import RankTrace, coded_categorical, make_table
 
 log = logging.getLogger(__name__)
 
@@ -88,15 +89,14 @@ def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: di
     end = start + np.maximum(dur, 0)
 
     # Categories and names repeat: factorize once, decide per distinct value, map back by code.
-    cat_codes, cat_u = pd.factorize(np.array(cols.cat, dtype=object))
-    is_device = np.isin(cat_codes, [i for i, c in enumerate(cat_u) if c in DEVICE_CATS])
-    is_launch = np.isin(cat_codes, [i for i, c in enumerate(cat_u) if c in LAUNCH_CATS])
-    is_cpu = np.isin(cat_codes, [i for i, c in enumerate(cat_u) if c in CPU_CATS])
+    cats = cols.cat
+    is_device = cats.isin(DEVICE_CATS)
+    is_launch = cats.isin(LAUNCH_CATS)
+    is_cpu = cats.isin(CPU_CATS)
     if not (is_device.any() or is_cpu.any()):
         raise TraceError("no device or CPU activity (no kernels, memcpy or CPU ops)", path)
-    cats = _Coded(cat_codes, np.asarray(cat_u, dtype=object))
 
-    names = _Coded(*pd.factorize(np.array(cols.name, dtype=object)))
+    names = cols.name
     # step_ranges keeps only rows whose name fully matches the pattern: hand it just those.
     rx = re.compile(step_pattern, re.IGNORECASE)
     step_rows = is_cpu & names.map(lambda n: bool(rx.fullmatch(n)), bool)
@@ -116,45 +116,24 @@ def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: di
         world_size=info.get("world_size") if isinstance(info.get("world_size"), int) else None, meta=meta)
 
 
-class _Coded:
-    """A factorized per-event column: codes into a small array of distinct values."""
-
-    def __init__(self, codes: np.ndarray, uniques: np.ndarray) -> None:
-        self.codes = np.asarray(codes, dtype=np.int64)
-        self.uniques = np.asarray(uniques, dtype=object)
-
-    def values(self, rows: np.ndarray) -> np.ndarray:
-        return self.uniques[self.codes[rows]]
-
-    def map(self, func, dtype, rows: np.ndarray | None = None) -> np.ndarray:
-        """func of each row's value, evaluated once per distinct value present in `rows`."""
-        codes = self.codes if rows is None else self.codes[rows]
-        out = np.zeros(self.uniques.size, dtype=dtype) if dtype is not object else \
-            np.full(self.uniques.size, "", dtype=object)
-        used = np.unique(codes)
-        if used.size:
-            out[used] = np.array([func(u) for u in self.uniques[used]], dtype=dtype)
-        return out[codes]
-
-    def map_many(self, func, rows: np.ndarray, dtype=object) -> np.ndarray:
-        """Like map, with func taking the list of distinct values and returning one array for them."""
-        codes = self.codes[rows]
-        out = np.zeros(self.uniques.size, dtype=dtype) if dtype is not object else \
-            np.full(self.uniques.size, "", dtype=object)
-        used = np.unique(codes)
-        if used.size:
-            out[used] = func(list(self.uniques[used]))
-        return out[codes]
+def _joined(*parts: tuple[np.ndarray, np.ndarray]) -> pd.Categorical:
+    """The categorical of several (codes, distinct labels) parts laid end to end (a label may
+    recur in several parts)."""
+    codes, offset = [], 0
+    for part_codes, uniques in parts:
+        codes.append(part_codes + offset)
+        offset += uniques.size
+    labels = Coded.of(np.concatenate([u for _, u in parts]))  # merge labels the parts share
+    return coded_categorical(labels.codes[np.concatenate(codes)], labels.uniques)
 
 
-def _gpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_device, is_launch, is_cpu,
+def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device, is_launch, is_cpu,
                 comm_patterns) -> dict[str, Any]:
     dev = np.flatnonzero(is_device)
     cpu = np.flatnonzero(is_cpu)
-    dev_l, cpu_l = dev.tolist(), cpu.tolist()
-    tid = cols.tid
+    dev_l = dev.tolist()
+    threads = cols.tid.relabel("thread:{}".format)
     # Distinct names are few: classify each once, map back through the codes.
-    dev_names = names.values(dev)
     comm_of = names.map_many(lambda u: classify.is_comm_name(u, comm_patterns), dev, bool)
     coll_of = names.map_many(classify.collectives_of, dev)
     dev_kind = cats.map(lambda c: DEVICE_CATS[c], object, dev)
@@ -162,8 +141,8 @@ def _gpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_devic
     dev_kind[is_kernel] = np.where(comm_of[is_kernel], "comm", "compute")
     is_comm = dev_kind == "comm"
     streams = cols.arg(dev_l, "stream", None)
-    dev_lane = np.array([f"stream:{s}" if s is not None else f"stream:{tid[i]}"
-                         for s, i in zip(streams, dev_l)], dtype=object)
+    dev_lane = Coded.of([f"stream:{s}" if s is not None else "stream:" + t
+                         for s, t in zip(streams, cols.tid.values(dev).tolist())])
     corr = np.array(cols.arg(dev_l, "correlation", -1), dtype=np.int64)
 
     # Launch of each device event: the runtime/driver call with the same correlation id.
@@ -174,9 +153,11 @@ def _gpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_devic
     pos = np.clip(np.searchsorted(lau_corr, corr), 0, max(lau.size - 1, 0))
     found = (lau.size > 0) & (lau_corr[pos] == corr) & (corr >= 0) if lau.size else np.zeros(corr.size, bool)
     launch_ns = np.full(dev.size, -1, dtype=np.int64)
-    launch_lane = np.full(dev.size, "", dtype=object)
     launch_ns[found] = start[lau[pos[found]]]
-    launch_lane[found] = np.array([f"thread:{tid[i]}" for i in lau[pos[found]].tolist()], dtype=object)
+    # The launching thread's lane, as a code into the thread lanes plus one for "" (no launch found).
+    launch_labels = np.append(threads.uniques, "")
+    launch_code = np.full(dev.size, threads.uniques.size, dtype=np.int64)
+    launch_code[found] = threads.codes[lau[pos[found]]]
 
     collective = np.where(is_comm, coll_of, "").astype(object)
     nbytes = np.full(dev.size, -1, dtype=np.int64)
@@ -191,9 +172,8 @@ def _gpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_devic
         # the innermost record_param_comms around the launch.
         rpc = cpu[names.values(cpu) == "record_param_comms"]
         if rpc.size:
-            hit = innermost_containing(
-                np.array([f"thread:{tid[i]}" for i in rpc.tolist()], dtype=object), start[rpc], end[rpc],
-                launch_lane[comm_idx], launch_ns[comm_idx])
+            hit = innermost_containing(threads.values(rpc), start[rpc], end[rpc],
+                                       launch_labels[launch_code[comm_idx]], launch_ns[comm_idx])
             for j, h in enumerate(hit):
                 if h >= 0 and "Collective name" not in args[j]:
                     args[j] = cols.args_dict(int(rpc[h]))
@@ -207,21 +187,25 @@ def _gpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_devic
             s = a.get("Seq", a.get("seq"))
             seq[k] = int(s) if isinstance(s, int) else -1
 
-    cpu_kind = cats.map(lambda c: CPU_CATS[c], object, cpu)
-    cpu_lane = np.array([f"thread:{tid[i]}" for i in cpu_l], dtype=object)
+    # String columns go to the table as categoricals built from codes: no string hashed per row.
+    # Device rows are factorized (few); CPU rows take their kind from the category's code, and
+    # "" for collective and group.
+    cpu_kind = cats.relabel(lambda c: CPU_CATS.get(c, ""))
+    cpu_lane = (threads.codes[cpu], threads.uniques)
+    no_value = (np.zeros(cpu.size, dtype=np.int64), np.array([""], dtype=object))
     return {
-        "lane": np.concatenate([dev_lane, cpu_lane]),
-        "kind": np.concatenate([dev_kind, cpu_kind]),
-        "name": np.concatenate([dev_names, names.values(cpu)]),
+        "lane": _joined((dev_lane.codes, dev_lane.uniques), cpu_lane),
+        "kind": _joined(Coded.of(dev_kind).parts(), (cpu_kind.codes[cpu], cpu_kind.uniques)),
+        "name": names.categorical(np.concatenate([dev, cpu])),
         "start_ns": np.concatenate([start[dev], start[cpu]]),
         "end_ns": np.concatenate([end[dev], end[cpu]]),
-        "collective": np.concatenate([collective, np.full(cpu.size, "", dtype=object)]),
+        "collective": _joined(Coded.of(collective).parts(), no_value),
         "bytes": np.concatenate([nbytes, np.full(cpu.size, -1, np.int64)]),
-        "group": np.concatenate([group, np.full(cpu.size, "", dtype=object)]),
+        "group": _joined(Coded.of(group).parts(), no_value),
         "seq": np.concatenate([seq, np.full(cpu.size, -1, np.int64)]),
         "correlation": np.concatenate([corr, np.full(cpu.size, -1, np.int64)]),
         "launch_ns": np.concatenate([launch_ns, start[cpu]]),
-        "launch_lane": np.concatenate([launch_lane, cpu_lane]),
+        "launch_lane": coded_categorical(np.concatenate([launch_code, threads.codes[cpu]]), launch_labels),
     }
 
 
@@ -235,10 +219,10 @@ def _message_bytes(args: dict[str, Any], collective: str) -> int:
     return nelems * size
 
 
-def _cpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_cpu) -> dict[str, Any]:
+def _cpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_cpu) -> dict[str, Any]:
     cpu = np.flatnonzero(is_cpu)
     name = names.values(cpu)
-    tid = np.array([str(cols.tid[i]) for i in cpu.tolist()], dtype=object)
+    tid = cols.tid.values(cpu)
     s, e = start[cpu], end[cpu]
     kind = cats.map(lambda c: CPU_CATS[c], object, cpu)
 
@@ -258,7 +242,7 @@ def _cpu_events(cols: Columns, cats: _Coded, names: _Coded, start, end, is_cpu) 
     kind[compute] = "compute"
     kind[comm] = "comm"
 
-    lane = np.array([f"thread:{t}" for t in tid], dtype=object)
+    lane = cols.tid.relabel("thread:{}".format).values(cpu)
     launch_ns, launch_lane = s.copy(), lane.copy()
     collective = np.where(comm, names.map_many(classify.collectives_of, cpu), "").astype(object)
     _link_worker_transfers(comm & on_worker, ~on_worker & is_enqueue, name, s, lane, launch_ns, launch_lane,
