@@ -57,10 +57,17 @@ def test_record_then_pass_then_catch_a_slower_step(inner, monkeypatch):
     assert doc["schema"] == "overlapscope.baseline/1" and len(doc["steps"]["step"]) == 6
     assert doc["run"]["device"] == "cpu"
 
-    run(inner).assert_outcomes(passed=1)
+    # steps of ~5 ms on a loaded 2-core runner: one descheduled half can double them, so each
+    # verdict gets one more profile before it counts (the plugin itself is deterministic)
+    again = run(inner)
+    if again.ret != 0:
+        again = run(inner)
+    again.assert_outcomes(passed=1)
 
     monkeypatch.setenv("STEP_REPEATS", "8")
     slow = run(inner)
+    if slow.ret == 0:
+        slow = run(inner)
     slow.assert_outcomes(failed=1)
     slow.stdout.fnmatch_lines(["*step_time REGRESSED: +*", "*refresh with pytest --overlapscope-update-baseline*"])
     assert "exposed_comm REGRESSED" not in slow.stdout.str()
