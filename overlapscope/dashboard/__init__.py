@@ -73,4 +73,9 @@ def _dash_class():
 
 def serve(app, *, host: str = "127.0.0.1", port: int = 8050) -> None:
     """Serve until interrupted (Flask's threaded server: one user, local)."""
+    # The CLI already printed the address: keep Dash's and werkzeug's own banner lines (INFO, some
+    # in colour) out of the log unless -v asked for them.
+    if not log.isEnabledFor(logging.INFO):
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        app.logger.setLevel(logging.WARNING)
     app.run(host=host, port=port, debug=False)
