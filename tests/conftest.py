@@ -1,26 +1,54 @@
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-SHARED_TRACES = SHARED / "traces"
+from shared_data import SHARED_TRACES
+
+# What a test may skip for, when it is absent here: a comma list of "shared" (../shared beside the
+# checkout) and "browser" (Chromium + chromedriver). Empty by default: `make test` and .ci/run set
+# up both, so a missing one is a broken set-up and fails the test instead of hiding it.
+MAY_SKIP = "OVERLAPSCOPE_TESTS_MAY_SKIP"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "needs_shared(*paths): reads these files or folders under ../shared")
+    config.addinivalue_line("markers", "needs_browser: drives headless Chromium")
+
+
+def absent(kind: str, why: str) -> None:
+    """Fail (or skip, when MAY_SKIP lists `kind`) a test whose input or tool is missing."""
+    if kind in {k.strip() for k in os.environ.get(MAY_SKIP, "").split(",")}:
+        pytest.skip(why)
+    pytest.fail(f"{why}: `make test` sets it up, or set {MAY_SKIP}={kind} to skip such tests", pytrace=False)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # before fixtures: a module fixture that reads a shared trace must not fail first with a traceback
+    for mark in item.iter_markers("needs_shared"):
+        missing = [str(p) for p in mark.args if not os.path.exists(p)]
+        if missing:
+            absent("shared", f"{missing[0]} is not there (../shared beside this checkout)")
+    if item.get_closest_marker("needs_browser"):
+        from overlapscope.dashboard.testing import browser_missing
+
+        why = browser_missing()
+        if why:
+            absent("browser", why)
 
 
 @pytest.fixture
-def shared_traces() -> Path:
+def shared_traces() -> os.PathLike:
     if not SHARED_TRACES.is_dir():
-        pytest.skip("../shared/traces is not beside this checkout (only the project's own clone has it)")
+        absent("shared", f"{SHARED_TRACES} is not there (../shared beside this checkout)")
     return SHARED_TRACES
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _cache_in_tmp(tmp_path_factory):
     """Tests never leave Parquet caches in the user's cache dir (or beside ../shared's traces)."""
-    import os
-
     old = os.environ.get("OVERLAPSCOPE_CACHE_DIR")
     os.environ["OVERLAPSCOPE_CACHE_DIR"] = str(tmp_path_factory.mktemp("overlapscope-cache"))
     yield

@@ -1,14 +1,12 @@
 """Hand-built event tables for the cross-rank, prefetch and bubble tests: one row per tuple, answers known."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from overlapscope.ingest.table import make_table
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 MS = 1_000_000
 US = 1_000
 

@@ -5,7 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crossrank_tables import MS, SHARED, US, ev, table, windows
+from crossrank_tables import MS, US, ev, table, windows
+from shared_data import SHARED_TRACES
 from overlapscope.analysis.collectives import (COLLECTIVE_COLUMNS, STRAGGLER_COLUMNS, analyze_collectives,
                                                busbw_factor)
 
@@ -162,10 +163,10 @@ def test_busbw_factors_are_nccl_tests():
     assert f.tolist() == [1.5, 0.75, 0.75, 0.75, 1.0, 1.0]
 
 
-SAMPLED = SHARED / "traces" / "kineto-gpu" / "trace_filter_2rank"
+SAMPLED = SHARED_TRACES / "kineto-gpu" / "trace_filter_2rank"
 
 
-@pytest.mark.skipif(not SAMPLED.is_dir(), reason="../shared/traces is not beside this checkout")
+@pytest.mark.needs_shared(SAMPLED)
 def test_real_sampled_two_rank_trace_matches_by_time():
     """Event-sampled ranks 0 and 1 of a 128-GPU job: half the SendRecv kernels have no partner in the
     other file. The five that do end within 0.4 ms of each other; order matching would pair the wrong ones."""

@@ -1,17 +1,12 @@
 """Cross-rank sections on a real Nsight export: both ranks of a 2-GPU FSDP job in one SQLite file."""
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-from crossrank_tables import SHARED
+from shared_data import SHARED_TRACES
 
-SQLITE = SHARED / "traces" / "nsys" / "mfu_2gpu_before.sqlite"
-pytestmark = [
-    pytest.mark.skipif(not SQLITE.is_file(), reason="../shared/traces is not beside this checkout"),
-    pytest.mark.skipif(importlib.util.find_spec("overlapscope.ingest.nsys") is None, reason="no nsys reader yet"),
-]
+SQLITE = SHARED_TRACES / "nsys" / "mfu_2gpu_before.sqlite"
+pytestmark = pytest.mark.needs_shared(SQLITE)
 
 
 def test_every_sendrecv_kernel_matches_and_one_clock_gives_offset_near_zero():

@@ -18,20 +18,19 @@ import numpy as np
 import pytest
 
 from overlapscope import analyze, load_run
-from overlapscope.analysis import intervals as iv
 from overlapscope.dashboard import create_app
 from overlapscope.dashboard import testing as T
 from overlapscope.dashboard.data import ALL_STEPS, Lane, decimate, load_run_data
+from shared_data import SHARED_TRACES
 from overlapscope.dashboard.timeline import rect_widths, timeline_figure, untyped, view_from_relayout
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-GPU = SHARED / "traces/kineto-gpu"
+GPU = SHARED_TRACES / "kineto-gpu"
 CONTROL = GPU / "trace_diff_control/control.json.gz"
 NCCL = GPU / "nccl_parser_config/nccl_data.json.gz"
 
-needs_shared = pytest.mark.skipif(not CONTROL.is_file(), reason=f"{CONTROL} not present (../shared traces)")
-needs_browser = pytest.mark.skipif(T.browser_missing() is not None, reason=str(T.browser_missing()))
+needs_shared = pytest.mark.needs_shared(CONTROL, NCCL)
+needs_browser = pytest.mark.needs_browser
 
 # The committed example runs (CPU + gloo, 2 ranks; see traces/README.md).
 DDP = REPO / "traces/ddp"

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 PP, PP_M2 = REPO / "traces/pp", REPO / "traces/pp_m2"
 FSDP2, NO_PREFETCH = REPO / "traces/fsdp2", REPO / "traces/fsdp2_no_prefetch"
 
-needs_browser = pytest.mark.skipif(T.browser_missing() is not None, reason=str(T.browser_missing()))
+needs_browser = pytest.mark.needs_browser
 
 
 @pytest.fixture(scope="module")

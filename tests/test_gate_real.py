@@ -1,7 +1,6 @@
 """The gate on real GPU traces: 30% slower NCCL kernels fail and name the collective; noise passes."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,17 +12,16 @@ import pytest
 from click.testing import CliRunner
 
 from mutate_trace import mutate_file
+from shared_data import SHARED_TRACES
 from overlapscope.cli import main
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 TRACES = {
-    "control": SHARED / "traces/kineto-gpu/trace_diff_control/control.json.gz",
-    "nccl": SHARED / "traces/kineto-gpu/nccl_parser_config/nccl_data.json.gz",
+    "control": SHARED_TRACES / "kineto-gpu/trace_diff_control/control.json.gz",
+    "nccl": SHARED_TRACES / "kineto-gpu/nccl_parser_config/nccl_data.json.gz",
 }
+pytestmark = pytest.mark.needs_shared(*TRACES.values())
 # The collective that carries most of each trace's exposed communication (traces/README.md).
 MAIN_COLLECTIVE = {"control": "send_recv", "nccl": "all_reduce"}
-
-pytestmark = pytest.mark.skipif(not all(p.is_file() for p in TRACES.values()), reason="shared traces absent")
 
 
 @pytest.fixture(scope="module", params=sorted(TRACES))
@@ -100,10 +98,6 @@ def test_other_world_size_is_unusable(case):
 
 
 REPO = Path(__file__).resolve().parents[1]
-needs_reference_runs = pytest.mark.skipif(
-    importlib.util.find_spec("overlapscope.capture") is None
-    or importlib.util.find_spec("instrumented_models") is None,
-    reason="needs overlapscope.capture (profile launcher) and instrumented_models")
 
 
 def profile_fsdp2(out: Path, prefetch: str) -> None:
@@ -116,7 +110,6 @@ def profile_fsdp2(out: Path, prefetch: str) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
-@needs_reference_runs
 def test_fsdp2_without_prefetch_fails_against_a_prefetch_baseline_and_a_rerun_passes(tmp_path):
     # On CPU, FSDP2 all-gathers without prefetch block: overlap drops to 0%; with one block of
     # async prefetch it stayed within 30-47% over 20 runs on a shared 2-core VM (4 layers, 8 steps),

@@ -28,12 +28,12 @@ import overlapscope
 from overlapscope.cli import main
 from overlapscope.errors import OverlapscopeError
 from overlapscope.ingest.nsys import read_nsys
+from shared_data import SHARED_TRACES
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-NSYS_DIR = SHARED / "traces" / "nsys"
+NSYS_DIR = SHARED_TRACES / "nsys"
 MFU = NSYS_DIR / "mfu_2gpu_before.sqlite"
 MOCK = NSYS_DIR / "mock.sqlite"
-needs_real = pytest.mark.skipif(not MFU.is_file() or not MOCK.is_file(), reason="../shared/traces/nsys not present")
+needs_real = pytest.mark.needs_shared(MFU, MOCK)
 
 
 def sql(path: Path, query: str, *params: object) -> list[tuple]:

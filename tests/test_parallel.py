@@ -76,7 +76,8 @@ def test_known_answer_and_serial_equals_process_pool(run_dir):
 
 @pytest.fixture(scope="module")
 def dask_client():
-    distributed = pytest.importorskip("distributed")
+    import distributed
+
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                                        dashboard_address=None, silence_logs=logging.ERROR)
     client = distributed.Client(cluster)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -13,10 +12,10 @@ from overlapscope import load_run
 from overlapscope.cli import main
 from overlapscope.ingest.table import RankTrace, Run, make_table
 from overlapscope.report.perfetto import EXPOSED_TID, EXPOSED_TRACK, write_perfetto
+from shared_data import SHARED_TRACES
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-CONTROL = SHARED / "traces/kineto-gpu/trace_diff_control/control.json.gz"
-SAMPLED = SHARED / "traces/kineto-gpu/trace_filter_2rank"
+CONTROL = SHARED_TRACES / "kineto-gpu/trace_diff_control/control.json.gz"
+SAMPLED = SHARED_TRACES / "kineto-gpu/trace_filter_2rank"
 
 
 def _hand_run() -> Run:
@@ -51,7 +50,7 @@ def test_hand_built_run_exact_tracks(tmp_path):
     assert doc["otherData"]["t0_ns"] == 1_000_000_500 and doc["otherData"]["exposed_comm_ns"] == {"0": 20_000}
 
 
-@pytest.mark.skipif(not CONTROL.is_file(), reason=f"{CONTROL} not present (../shared traces)")
+@pytest.mark.needs_shared(CONTROL)
 def test_export_cli_on_real_trace_matches_reference(tmp_path):
     out = tmp_path / "control.perfetto.json"
     result = CliRunner().invoke(main, ["export", str(CONTROL), "--perfetto", str(out)])
@@ -67,7 +66,7 @@ def test_export_cli_on_real_trace_matches_reference(tmp_path):
     assert {e["pid"] for e in xs} == {3}
 
 
-@pytest.mark.skipif(not SAMPLED.is_dir(), reason=f"{SAMPLED} not present (../shared traces)")
+@pytest.mark.needs_shared(SAMPLED)
 def test_export_two_ranks_one_process_each(tmp_path):
     out = tmp_path / "two.json"
     result = CliRunner().invoke(main, ["export", str(SAMPLED), "--perfetto", str(out)])

@@ -1,7 +1,6 @@
 """The pytest plugin end to end: inner pytest runs that profile a real step, record, pass and fail."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -9,7 +8,6 @@ from pathlib import Path
 import pytest
 
 
-pytest.importorskip("torch")
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,9 +89,6 @@ def test_baseline_dir_from_ini_and_an_incompatible_baseline(inner):
     out.stdout.fnmatch_lines(["*overlapscope: *world size 1, but the baseline has 4: different runs*"])
 
 
-@pytest.mark.skipif(importlib.util.find_spec("overlapscope.capture") is None
-                    or importlib.util.find_spec("instrumented_models") is None,
-                    reason="needs overlapscope.capture (the profile launcher) and instrumented_models")
 def test_profile_command_with_torchrun(inner):
     # the FSDP2 reference model, 2 ranks on CPU + gloo, 7 optimizer steps: 1 skipped, 1 warm-up, 3 recorded
     inner.makepyfile(test_train='''

@@ -1,0 +1,43 @@
+"""The one rule for tests whose shared traces or browser are missing: fail, unless told to skip."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+HERE = Path(__file__).resolve().parent
+
+INNER = '''
+import pytest
+
+@pytest.mark.needs_shared("/nonexistent/shared/traces/x.json.gz")
+def test_reads_a_shared_trace():
+    pass
+
+def test_uses_the_fixture(shared_traces):
+    pass
+'''
+
+
+@pytest.fixture
+def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    pytester.makeconftest((HERE / "conftest.py").read_text())
+    # shared_data.py points one level above the inner checkout, where no shared/ is
+    pytester.makepyfile(shared_data=(HERE / "shared_data.py").read_text(), test_inner=INNER)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.delenv("OVERLAPSCOPE_TESTS_MAY_SKIP", raising=False)
+    return pytester
+
+
+def test_missing_shared_traces_fail_with_the_way_out(inner):
+    out = inner.runpytest_subprocess("-p", "no:cacheprovider")
+    out.assert_outcomes(errors=2)  # at set-up, before any fixture reads the file
+    assert out.ret != 0
+    out.stdout.fnmatch_lines(["*/nonexistent/shared/traces/x.json.gz is not there (../shared beside this checkout): "
+                              "`make test` sets it up, or set OVERLAPSCOPE_TESTS_MAY_SKIP=shared to skip such tests*"])
+
+
+def test_missing_shared_traces_skip_when_allowed(inner, monkeypatch):
+    monkeypatch.setenv("OVERLAPSCOPE_TESTS_MAY_SKIP", "browser, shared")
+    inner.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(skipped=2)
