@@ -491,3 +491,12 @@ def test_cpu_only_rank_regressing_alone_beyond_the_spread_fails():
     r = compare(base, cpu({0: BASE6, 1: shifted(BASE6, 10)})).results[0]  # rank 1: overlap -25 points per step
     assert r.status == "regression"
     assert [(f.kind, f.key, f.delta, f.significant) for f in r.findings if f.kind == "rank"] == [("rank", "1", 25.0, True)]
+
+
+def test_step_spread_ignores_undefined_steps_and_counts_a_lone_step_as_no_spread():
+    import pandas as pd
+
+    from overlapscope.report.gate import _step_spread
+    # IQRs 0 (one step) and 1.0 (2 and 4: quartiles 2.5 and 3.5): root mean square sqrt(1/2)
+    spread = _step_spread([pd.Series([7.0]), pd.Series([np.nan, 2.0, 4.0])])
+    assert spread == math.sqrt(0.5)

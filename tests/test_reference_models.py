@@ -17,8 +17,6 @@ import numpy as np
 import pytest
 
 from overlapscope import analyze, load_run
-from overlapscope.analysis.breakdown import exposed_by_key
-from overlapscope.analysis.windows import step_windows
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS, SKIP_FIRST, ITERS = 3, 1, 7
@@ -121,19 +119,13 @@ def test_layer_and_phase_labels_reach_the_trace(profiled) -> None:
     assert {"train_step", "forward", "backward", "optimizer", "layer0", "layer1"} <= names
 
 
-def exposed_all_gather_share(run) -> list[float]:
-    """Exposed / total all-gather time of every (rank, step), with the analyzer's breakdown applied
-    to one step window at a time."""
-    values = []
-    for trace in run.ranks:
-        windows = step_windows(trace)
-        keys = trace.events["collective"].astype(str).to_numpy()
-        for i in range(len(windows)):
-            frame = exposed_by_key(trace.events, windows.iloc[[i]], keys, "collective")
-            ag = frame[frame["collective"] == "all_gather"]
-            assert len(ag) and ag["comm_ns"].sum() > 0, f"rank {trace.rank}: no all-gather in step window {i}"
-            values.append(float(ag["exposed_comm_ns"].sum() / ag["comm_ns"].sum()))
-    return values
+def exposed_all_gather_share(analysis) -> list[float]:
+    """Exposed / total all-gather time of every (rank, step): the analyzer's per-step breakdown."""
+    rows = analysis.by_key_steps
+    ag = rows[(rows["section"] == "by_collective") & (rows["key"] == "all_gather") & (rows["comm_ns"] > 0)]
+    missing = set(zip(analysis.steps["rank"], analysis.steps["step"])) - set(zip(ag["rank"], ag["step"]))
+    assert not missing, f"no all-gather in (rank, step) {sorted(missing)}"
+    return (ag["exposed_comm_ns"] / ag["comm_ns"]).astype(float).tolist()
 
 
 def test_fsdp2_prefetch_exposes_less_all_gather(profiled) -> None:
@@ -143,7 +135,7 @@ def test_fsdp2_prefetch_exposes_less_all_gather(profiled) -> None:
     scheduling (an async all-gather competes with compute for the cores), the share does not."""
     # measured here: 0.99-1.0 without, 0.4-0.6 with
     knob_effect(profiled, ("fsdp2", "fsdp2_no_prefetch"),
-                lambda p: statistics.median(exposed_all_gather_share(p.run)),
+                lambda p: statistics.median(exposed_all_gather_share(p.analysis)),
                 lambda with_prefetch, without: without > 0.9 and with_prefetch < without - 0.2)
 
 

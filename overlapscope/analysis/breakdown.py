@@ -18,18 +18,14 @@ _COMM_WRAPPER_PREFIXES = ("nccl:", "gloo:", "c10d::", "_c10d_functional::", "rec
                           "ncclGroup", "ProfilerStep#")
 
 
-def exposed_by_key(events: pd.DataFrame, windows: pd.DataFrame, keys: np.ndarray, column: str, *,
-                   sets: dict[str, iv.Intervals] | None = None) -> pd.DataFrame:
-    """keys: one label per row of `events` (only comm rows are used). Columns column, count, comm_ns,
-    exposed_comm_ns; sorted by exposed time, largest first. sets: `lane_sets(events)` when known."""
-    return exposed_by_key_and_step(events, windows, keys, column, sets=sets)[0]
-
-
 def exposed_by_key_and_step(events: pd.DataFrame, windows: pd.DataFrame, keys: np.ndarray, column: str, *,
                             sets: dict[str, iv.Intervals] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """`exposed_by_key`, and the same per step window: step, column, count (comm events starting in
-    the window), comm_ns, exposed_comm_ns; rows only where a key has comm in the step. Summed over
-    steps, comm_ns and exposed_comm_ns equal the totals (M_k is cut at the window edges)."""
+    """keys: one label per row of `events` (only comm rows are used). Returns two frames:
+    - totals: column, count, comm_ns, exposed_comm_ns; largest exposed time first;
+    - per step window: step, column, count (comm events starting in the window), comm_ns,
+      exposed_comm_ns; rows only where a key has comm in the step. Summed over steps, comm_ns and
+      exposed_comm_ns equal the totals (M_k is cut at the window edges).
+    sets: `lane_sets(events)` when known."""
     comm = isin(events["kind"], ("comm",))
     compute = (sets or lane_sets(events))["compute"]
     inside = iv.merge(*window_set(windows))
