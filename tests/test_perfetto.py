@@ -50,12 +50,16 @@ def test_hand_built_run_exact_tracks(tmp_path):
     assert doc["otherData"]["t0_ns"] == 1_000_000_500 and doc["otherData"]["exposed_comm_ns"] == {"0": 20_000}
 
 
+def export_cli(run, tmp_path) -> dict:
+    out = tmp_path / "export.perfetto.json"
+    result = CliRunner().invoke(main, ["export", str(run), "--perfetto", str(out)])
+    assert result.exit_code == 0, result.output
+    return json.loads(out.read_text())
+
+
 @pytest.mark.needs_shared(CONTROL)
 def test_export_cli_on_real_trace_matches_reference(tmp_path):
-    out = tmp_path / "control.perfetto.json"
-    result = CliRunner().invoke(main, ["export", str(CONTROL), "--perfetto", str(out)])
-    assert result.exit_code == 0, result.output
-    doc = json.loads(out.read_text())
+    doc = export_cli(CONTROL, tmp_path)
     xs = [e for e in doc["traceEvents"] if e["ph"] == "X"]
     exposed = [e for e in xs if e["tid"] == EXPOSED_TID]
     # README reference: exposed comm 87,921 µs on rank 3 over 6 steps; every event of the table is there.
@@ -68,10 +72,7 @@ def test_export_cli_on_real_trace_matches_reference(tmp_path):
 
 @pytest.mark.needs_shared(SAMPLED)
 def test_export_two_ranks_one_process_each(tmp_path):
-    out = tmp_path / "two.json"
-    result = CliRunner().invoke(main, ["export", str(SAMPLED), "--perfetto", str(out)])
-    assert result.exit_code == 0, result.output
-    doc = json.loads(out.read_text())
+    doc = export_cli(SAMPLED, tmp_path)
     exposed = {}
     for e in doc["traceEvents"]:
         if e["ph"] == "X" and e["tid"] == EXPOSED_TID:
