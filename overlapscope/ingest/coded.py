@@ -50,17 +50,11 @@ class Coded:
 
     def map(self, func, dtype, rows: np.ndarray | None = None) -> np.ndarray:
         """func of each row's value, evaluated once per distinct value present in `rows`."""
-        codes = self.codes if rows is None else self.codes[rows]
-        out = np.zeros(self.uniques.size, dtype=dtype) if dtype is not object else \
-            np.full(self.uniques.size, "", dtype=object)
-        used = np.unique(codes)
-        if used.size:
-            out[used] = np.array([func(u) for u in self.uniques[used]], dtype=dtype)
-        return out[codes]
+        return self.map_many(lambda values: [func(u) for u in values], rows, dtype)
 
-    def map_many(self, func, rows: np.ndarray, dtype=object) -> np.ndarray:
+    def map_many(self, func, rows: np.ndarray | None, dtype=object) -> np.ndarray:
         """Like map, with func taking the list of distinct values and returning one array for them."""
-        codes = self.codes[rows]
+        codes = self.codes if rows is None else self.codes[rows]
         out = np.zeros(self.uniques.size, dtype=dtype) if dtype is not object else \
             np.full(self.uniques.size, "", dtype=object)
         used = np.unique(codes)
