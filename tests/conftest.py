@@ -4,16 +4,16 @@ import os
 
 import pytest
 
-from shared_data import SHARED_TRACES
+from shared_data import REAL_TRACES
 
-# What a test may skip for, when it is absent here: a comma list of "shared" (../shared beside the
-# checkout) and "browser" (Chromium + chromedriver). Empty by default: `make test` and .ci/run set
+# What a test may skip for, when it is absent here: a comma list of "shared" (the real traces in
+# tests/data/real) and "browser" (Chromium + chromedriver). Empty by default: `make test` and .ci/run set
 # up both, so a missing one is a broken set-up and fails the test instead of hiding it.
 MAY_SKIP = "OVERLAPSCOPE_TESTS_MAY_SKIP"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "needs_shared(*paths): reads these files or folders under ../shared")
+    config.addinivalue_line("markers", "needs_shared(*paths): reads these real-trace files or folders (tests/data/real)")
     config.addinivalue_line("markers", "needs_browser: drives headless Chromium")
 
 
@@ -30,7 +30,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     for mark in item.iter_markers("needs_shared"):
         missing = [str(p) for p in mark.args if not os.path.exists(p)]
         if missing:
-            absent("shared", f"{missing[0]} is not there (../shared beside this checkout)")
+            absent("shared", f"{missing[0]} is not there (test data missing from this checkout)")
     if item.get_closest_marker("needs_browser"):
         from overlapscope.dashboard.testing import browser_missing
 
@@ -40,15 +40,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.fixture
-def shared_traces() -> os.PathLike:
-    if not SHARED_TRACES.is_dir():
-        absent("shared", f"{SHARED_TRACES} is not there (../shared beside this checkout)")
-    return SHARED_TRACES
+def real_traces() -> os.PathLike:
+    if not REAL_TRACES.is_dir():
+        absent("shared", f"{REAL_TRACES} is not there (test data missing from this checkout)")
+    return REAL_TRACES
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _cache_in_tmp(tmp_path_factory):
-    """Tests never leave Parquet caches in the user's cache dir (or beside ../shared's traces)."""
+    """Tests never leave Parquet caches in the user's cache dir (or beside the committed traces)."""
     old = os.environ.get("OVERLAPSCOPE_CACHE_DIR")
     os.environ["OVERLAPSCOPE_CACHE_DIR"] = str(tmp_path_factory.mktemp("overlapscope-cache"))
     yield

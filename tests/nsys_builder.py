@@ -233,7 +233,7 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 
 # CREATE TABLE statements captured verbatim from mfu_2gpu_before.sqlite (nsys 2026.2.1, export schema
 # 3.25.0); TARGET_INFO_GPU from mock.sqlite (nsys 2026.1.1, schema 3.24.14). test_nsys.py checks they
-# still equal the real files' statements when ../shared is present.
+# still equal the real files' statements (tests/data/real).
 CREATE_STATEMENTS: dict[str, str] = {
     'StringIds': '''CREATE TABLE StringIds (
     -- Consolidation of repetitive string values.

@@ -42,8 +42,8 @@ def test_bad_input_is_one_line_exit_2(name, fmt):
     assert result.stdout == ""
 
 
-def test_bad_run_among_good_ones_prints_no_number(shared_traces):
-    good = shared_traces / "kineto-gpu" / "nccl_parser_config" / "nccl_data.json.gz"
+def test_bad_run_among_good_ones_prints_no_number(real_traces):
+    good = real_traces / "kineto-gpu" / "nccl_parser_config" / "nccl_data.json.gz"
     result = run(str(good), str(BAD / "malformed.json"), "--format", "json")
     assert result.exit_code == 2 and result.stdout == ""
 

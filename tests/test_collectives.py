@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from crossrank_tables import MS, US, ev, table, windows
-from shared_data import SHARED_TRACES
+from shared_data import REAL_TRACES
 from overlapscope.analysis.collectives import (COLLECTIVE_COLUMNS, STRAGGLER_COLUMNS, analyze_collectives,
                                                busbw_factor)
 
@@ -163,7 +163,7 @@ def test_busbw_factors_are_nccl_tests():
     assert f.tolist() == [1.5, 0.75, 0.75, 0.75, 1.0, 1.0]
 
 
-SAMPLED = SHARED_TRACES / "kineto-gpu" / "trace_filter_2rank"
+SAMPLED = REAL_TRACES / "kineto-gpu" / "trace_filter_2rank"
 
 
 @pytest.mark.needs_shared(SAMPLED)

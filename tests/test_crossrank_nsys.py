@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from shared_data import SHARED_TRACES
+from shared_data import REAL_TRACES
 
-SQLITE = SHARED_TRACES / "nsys" / "mfu_2gpu_before.sqlite"
+SQLITE = REAL_TRACES / "nsys" / "mfu_2gpu_before.sqlite"
 pytestmark = pytest.mark.needs_shared(SQLITE)
 
 

@@ -1,6 +1,6 @@
 """The dashboard, driven in real headless Chromium (selenium + Debian chromium/chromedriver).
 
-Pages: a real GPU trace (../shared/traces), the committed 2-rank CPU gloo runs (traces/ddp,
+Pages: a real GPU trace (tests/data/real), the committed 2-rank CPU gloo runs (traces/ddp,
 traces/fsdp2), two runs compared, a run that fails to load, and a trace whose names are HTML. The exposed lane is checked against analyze() by summing the
 segments Plotly actually holds in the browser.
 """
@@ -21,11 +21,11 @@ from overlapscope import analyze, load_run
 from overlapscope.dashboard import create_app
 from overlapscope.dashboard import testing as T
 from overlapscope.dashboard.data import ALL_STEPS, Lane, decimate, load_run_data
-from shared_data import SHARED_TRACES
+from shared_data import REAL_TRACES
 from overlapscope.dashboard.timeline import rect_widths, timeline_figure, untyped, view_from_relayout
 
 REPO = Path(__file__).resolve().parents[1]
-GPU = SHARED_TRACES / "kineto-gpu"
+GPU = REAL_TRACES / "kineto-gpu"
 CONTROL = GPU / "trace_diff_control/control.json.gz"
 NCCL = GPU / "nccl_parser_config/nccl_data.json.gz"
 

@@ -12,12 +12,12 @@ import pytest
 from click.testing import CliRunner
 
 from mutate_trace import mutate_file
-from shared_data import SHARED_TRACES
+from shared_data import REAL_TRACES
 from overlapscope.cli import main
 
 TRACES = {
-    "control": SHARED_TRACES / "kineto-gpu/trace_diff_control/control.json.gz",
-    "nccl": SHARED_TRACES / "kineto-gpu/nccl_parser_config/nccl_data.json.gz",
+    "control": REAL_TRACES / "kineto-gpu/trace_diff_control/control.json.gz",
+    "nccl": REAL_TRACES / "kineto-gpu/nccl_parser_config/nccl_data.json.gz",
 }
 pytestmark = pytest.mark.needs_shared(*TRACES.values())
 # The collective that carries most of each trace's exposed communication (traces/README.md).

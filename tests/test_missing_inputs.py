@@ -15,7 +15,7 @@ import pytest
 def test_reads_a_shared_trace():
     pass
 
-def test_uses_the_fixture(shared_traces):
+def test_uses_the_fixture(real_traces):
     pass
 '''
 
@@ -30,14 +30,14 @@ def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     return pytester
 
 
-def test_missing_shared_traces_fail_with_the_way_out(inner):
+def test_missing_real_traces_fail_with_the_way_out(inner):
     out = inner.runpytest_subprocess("-p", "no:cacheprovider")
     out.assert_outcomes(errors=2)  # at set-up, before any fixture reads the file
     assert out.ret != 0
-    out.stdout.fnmatch_lines(["*/nonexistent/shared/traces/x.json.gz is not there (../shared beside this checkout): "
+    out.stdout.fnmatch_lines(["*/nonexistent/shared/traces/x.json.gz is not there (test data missing from this checkout): "
                               "`make test` sets it up, or set OVERLAPSCOPE_TESTS_MAY_SKIP=shared to skip such tests*"])
 
 
-def test_missing_shared_traces_skip_when_allowed(inner, monkeypatch):
+def test_missing_real_traces_skip_when_allowed(inner, monkeypatch):
     monkeypatch.setenv("OVERLAPSCOPE_TESTS_MAY_SKIP", "browser, shared")
     inner.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(skipped=2)

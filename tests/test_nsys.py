@@ -28,9 +28,9 @@ import overlapscope
 from overlapscope.cli import main
 from overlapscope.errors import OverlapscopeError
 from overlapscope.ingest.nsys import read_nsys
-from shared_data import SHARED_TRACES
+from shared_data import REAL_TRACES
 
-NSYS_DIR = SHARED_TRACES / "nsys"
+NSYS_DIR = REAL_TRACES / "nsys"
 MFU = NSYS_DIR / "mfu_2gpu_before.sqlite"
 MOCK = NSYS_DIR / "mock.sqlite"
 needs_real = pytest.mark.needs_shared(MFU, MOCK)
@@ -132,7 +132,7 @@ def test_mfu_common_clock_is_session_start_plus_relative(mfu):
 
 
 # --------------------------------------------------------------------------- real exports: numbers
-REFERENCE_US = {  # ../shared/traces/README.md, whole report, one window per rank
+REFERENCE_US = {  # tests/data/real/README.md, whole report, one window per rank
     "mfu_2gpu_before.sqlite": {0: (299_848.812, 253_690.832, 17_172.652, 0.0, 17_172.652, 2_954.303, 26_031.025),
                                1: (298_661.551, 256_095.624, 8_229.100, 0.0, 8_229.100, 2_951.192, 31_385.635)},
     "mock.sqlite": {0: (22_453.059, 4.129, 0.0, 0.0, 0.0, 1.632, 22_447.298)},

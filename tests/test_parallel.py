@@ -169,6 +169,6 @@ def test_jobs_keep_the_serial_reading_order_and_read_nsys_together(tmp_path):
     assert plan_jobs([a, b, c, d]) == [[a], [c], [b, d]]
 
 
-def test_nsys_export_same_analysis_on_the_pool(shared_traces):
-    path = shared_traces / "nsys" / "mfu_2gpu_before.sqlite"
+def test_nsys_export_same_analysis_on_the_pool(real_traces):
+    path = real_traces / "nsys" / "mfu_2gpu_before.sqlite"
     assert_same_analysis(serial(path), analyze_path(path, pool_workers=2, cache=False))

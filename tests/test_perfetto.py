@@ -12,10 +12,10 @@ from overlapscope import load_run
 from overlapscope.cli import main
 from overlapscope.ingest.table import RankTrace, Run, make_table
 from overlapscope.report.perfetto import EXPOSED_TID, EXPOSED_TRACK, write_perfetto
-from shared_data import SHARED_TRACES
+from shared_data import REAL_TRACES
 
-CONTROL = SHARED_TRACES / "kineto-gpu/trace_diff_control/control.json.gz"
-SAMPLED = SHARED_TRACES / "kineto-gpu/trace_filter_2rank"
+CONTROL = REAL_TRACES / "kineto-gpu/trace_diff_control/control.json.gz"
+SAMPLED = REAL_TRACES / "kineto-gpu/trace_filter_2rank"
 
 
 def _hand_run() -> Run:

@@ -1,4 +1,4 @@
-"""Real Kineto traces from GPU clusters give the reference totals of ../shared/traces/README.md (±1 µs)."""
+"""Real Kineto traces from GPU clusters give the reference totals of tests/data/real/README.md (±1 µs)."""
 from __future__ import annotations
 
 import re
@@ -8,7 +8,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from shared_data import SHARED_TRACES
+from shared_data import REAL_TRACES
 from overlapscope.cli import main
 
 KEYS = ("window", "compute", "comm", "overlapped", "exposed_comm", "exposed_memcpy", "idle")
@@ -16,7 +16,7 @@ KEYS = ("window", "compute", "comm", "overlapped", "exposed_comm", "exposed_memc
 
 def reference_rows(section_heading: str) -> list[dict]:
     """Rows of the first markdown table under a heading of the traces README."""
-    readme = SHARED_TRACES / "README.md"
+    readme = REAL_TRACES / "README.md"
     if not readme.is_file():
         return []
     text = readme.read_text()
@@ -41,16 +41,16 @@ def _us(cell: str) -> float:
     return float(cell.replace(",", ""))
 
 
-@pytest.mark.needs_shared(SHARED_TRACES / "README.md")
+@pytest.mark.needs_shared(REAL_TRACES / "README.md")
 def test_reference_table_is_found():
     # the parametrized test below has no cases when the table is not found: this one says so
     assert len(KINETO_ROWS) >= 6, KINETO_ROWS
 
 
-@pytest.mark.needs_shared(SHARED_TRACES / "README.md")
+@pytest.mark.needs_shared(REAL_TRACES / "README.md")
 @pytest.mark.parametrize("row", KINETO_ROWS, ids=[r["trace"] for r in KINETO_ROWS])
 def test_kineto_reference_totals(row):
-    path = SHARED_TRACES / "kineto-gpu" / row["trace"]
+    path = REAL_TRACES / "kineto-gpu" / row["trace"]
     result = CliRunner().invoke(main, ["analyze", str(path), "--format", "json"])
     assert result.exit_code == 0, result.output
     doc = orjson.loads(result.stdout)
@@ -71,8 +71,8 @@ def test_kineto_reference_totals(row):
             == step["window_ns"]
 
 
-def test_two_rank_directory(shared_traces):
-    result = CliRunner().invoke(main, ["analyze", str(shared_traces / "kineto-gpu" / "trace_filter_2rank"),
+def test_two_rank_directory(real_traces):
+    result = CliRunner().invoke(main, ["analyze", str(real_traces / "kineto-gpu" / "trace_filter_2rank"),
                                        "--format", "json"])
     assert result.exit_code == 0, result.output
     doc = orjson.loads(result.stdout)
