@@ -30,7 +30,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .table import COLUMNS, RankTrace
+from ..core.table import COLUMNS, RankTrace
+from ..ingest import ReadOptions, cacheable, read_job
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +117,13 @@ def cached_read(path: Path, reader: Callable[[Path], RankTrace], options: dict[s
     if not (writable_dir(path.parent) and store_entry(beside, key, trace)):
         store_entry(user, key, trace)
     return trace
+
+
+def read_cached(paths: list[Path], options: ReadOptions, config: CacheConfig) -> list[RankTrace]:
+    """The ranks of one job's files (`ingest.read_job`); a lone Kineto file goes through the cache."""
+    if cacheable(paths) and config.enabled:
+        return [cached_read(paths[0], lambda p: read_job([p], options)[0], options.cache_key(), config)]
+    return read_job(paths, options)
 
 
 def load_entry(entry: Path, key: str, source: Path) -> RankTrace | None:
