@@ -48,7 +48,9 @@ class CountingReader:
 
 @pytest.fixture
 def cfg(tmp_path):
-    return CacheConfig(min_bytes=0, user_dir=tmp_path / "user-cache")
+    # beside_trace=True: these tests are about the folder beside the trace, which the suite's
+    # $OVERLAPSCOPE_CACHE_DIR (conftest) would otherwise turn off.
+    return CacheConfig(min_bytes=0, user_dir=tmp_path / "user-cache", beside_trace=True)
 
 
 def entries(directory):
@@ -161,7 +163,8 @@ def big_run(directory, ranks=2):
 
 
 def test_cli_numbers_identical_with_and_without_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("OVERLAPSCOPE_CACHE_DIR", str(tmp_path / "user-cache"))
+    monkeypatch.delenv("OVERLAPSCOPE_CACHE_DIR")  # the default: beside the trace
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     run = big_run(tmp_path / "run")
     outputs = []
     for extra in (["--no-cache"], [], [], ["--no-cache"]):  # uncached, cold, warm, uncached

@@ -73,10 +73,16 @@ def _dash_class():
 
 
 def serve(app, *, host: str = "127.0.0.1", port: int = 8050) -> None:
-    """Serve until interrupted (Flask's threaded server: one user, local)."""
-    # The CLI already printed the address: keep Dash's and werkzeug's own banner lines (INFO, some
-    # in colour) out of the log unless -v asked for them.
-    if not log.isEnabledFor(logging.INFO):
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)
-        app.logger.setLevel(logging.WARNING)
-    app.run(host=host, port=port, debug=False)
+    """Serve until interrupted (a threaded WSGI server: one user, local)."""
+    # The CLI already printed the address: Dash's, Flask's and werkzeug's own banner lines ("Dash is
+    # running on", "Serving Flask app", "Debug mode: off", some in colour) only with -v. Flask's
+    # `run` echoes its banner whatever the log level, so without -v the server is werkzeug's, on
+    # Dash's WSGI app (how gunicorn serves it too).
+    if log.isEnabledFor(logging.INFO):
+        app.run(host=host, port=port, debug=False)
+        return
+    from werkzeug.serving import run_simple
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    app.logger.setLevel(logging.WARNING)
+    run_simple(host, port, app.server, threaded=True)

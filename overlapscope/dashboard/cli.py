@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from ..cli import one_line_errors
+from ..extras import require
 from ..pipeline.options import RunOptions, run_options
 
 
@@ -18,6 +19,7 @@ def dashboard(runs: tuple[str, ...], port: int, host: str, options: RunOptions) 
     """Serve the dashboard for RUN (and RUN2 to compare) and print its address."""
     if len(runs) > 2:
         raise click.UsageError("give one run, or two to compare")
+    require("dash", "the dashboard")
     from . import create_app, serve
 
     click.echo(f"overlapscope dashboard: reading {' and '.join(runs)} ...", err=True)

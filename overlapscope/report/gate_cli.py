@@ -14,15 +14,15 @@ import click
 
 from overlapscope.errors import OverlapscopeError
 from overlapscope.pipeline.options import RunOptions, run_options
-from overlapscope.report import gate_baseline as gb
-from overlapscope.report.gate import DEFAULT_METRICS, HOST_DEFAULT_METRICS, METRICS, Thresholds, compare
-from overlapscope.report.junit import junit_error_xml, junit_xml, write_text
-from overlapscope.report.summary import (error_annotation, error_markdown, github_annotations, markdown,
-                                         publish_github, text_report)
+# Only what the options' help needs is imported here (stdlib only): `check --help` must not pay for
+# pandas and SciPy. The comparison, baseline and report modules load when a command runs.
+from overlapscope.report.gate_metrics import DEFAULT_METRICS, HOST_DEFAULT_METRICS, METRICS, Thresholds
 
 
 def run_document(path: str | Path, options: RunOptions = RunOptions()) -> dict[str, Any]:
     """The baseline-shaped record of a run: analyzed from traces, or read back from a baseline JSON."""
+    from overlapscope.report import gate_baseline as gb
+
     path = Path(path)
     if path.is_file() and path.suffix == ".json" and _is_baseline(path):
         return gb.load_baseline(path)
@@ -32,6 +32,8 @@ def run_document(path: str | Path, options: RunOptions = RunOptions()) -> dict[s
 
 
 def _is_baseline(path: Path) -> bool:
+    from overlapscope.report import gate_baseline as gb
+
     with path.open("rb") as fh:
         head = fh.read(4096)
     return gb.SCHEMA.encode() in head
@@ -48,6 +50,8 @@ def baseline(runs: tuple[str, ...], output: str, options: RunOptions) -> None:
     Several runs of one configuration make a baseline that knows the machine's run-to-run noise:
     `check` then allows a change as large as one reference run strays from the others.
     """
+    from overlapscope.report import gate_baseline as gb
+
     try:
         docs = []
         for run in runs:
@@ -88,6 +92,12 @@ def check(run: str, baseline_path: str, metrics: tuple[str, ...], max_increase_p
           min_increase_points: float, alpha: float, noise_factor: float, junit_path: str | None,
           summary_path: str | None, options: RunOptions) -> None:
     """Compare RUN with a baseline: exit 0 pass, 1 regression, 2 unusable input."""
+    from overlapscope.report import gate_baseline as gb
+    from overlapscope.report.gate import compare
+    from overlapscope.report.junit import junit_error_xml, junit_xml, write_text
+    from overlapscope.report.summary import (error_annotation, error_markdown, github_annotations, markdown,
+                                             publish_github, text_report)
+
     try:
         thresholds = Thresholds(max_increase_pct=max_increase_pct, min_increase_ms=min_increase_ms,
                                 min_increase_points=min_increase_points, alpha=alpha, noise_factor=noise_factor)
