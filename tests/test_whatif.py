@@ -111,3 +111,37 @@ def test_bounds_fully_hidden_and_fully_exposed():
     exposed = analyze(run_of({0: rows, 1: rows})).steps.iloc[0]
     assert (exposed["no_overlap_ns"], exposed["perfect_overlap_ns"]) == (80 * US, 60 * US)
     assert exposed["overlap_efficiency_pct"] == 0.0
+
+
+def stepped_run(comm_exposed_us: list[float]) -> Run:
+    """Two ranks, one step per entry: K1 [0, 3000) µs, then an all-reduce that pokes out of K1 by the given µs
+    before K2 (which waits for it); steps 10 ms apart, ProfilerStep ranges on the host thread."""
+    per_rank: dict[int, list[dict]] = {0: [], 1: []}
+    spans = []
+    for i, exposed in enumerate(comm_exposed_us):
+        t0 = i * 10_000
+        rows = [kernel(t0, t0 + 3000, launch_us=t0 + 1), allreduce(t0 + 1000, t0 + 3000 + exposed, seq=i,
+                                                                   launch_us=t0 + 2),
+                kernel(t0 + 3000 + exposed, t0 + 4000 + exposed, launch_us=t0 + 3)]
+        for r in per_rank:
+            per_rank[r] += [dict(row, step=i + 1) for row in rows]
+        spans.append((i + 1, t0 * US, (t0 + 10) * US))
+    steps = pd.DataFrame(spans, columns=["step", "start_ns", "end_ns"]).astype(np.int64)
+    ranks = [RankTrace(rank=r, events=table(r, rows), steps=steps, source=f"rank{r}.json", device="gpu",
+                       world_size=2) for r, rows in per_rank.items()]
+    return Run(ranks=ranks, manifest={}, path="hand-built")
+
+
+def test_gate_metric_critical_comm_fails_when_comm_joins_the_critical_path():
+    from overlapscope.report.gate import Thresholds, compare
+    from overlapscope.report.gate_baseline import build_baseline
+
+    base = analyze(stepped_run([0, 0, 0, 0, 0, 0]))
+    worse = analyze(stepped_run([2000, 2100, 1900, 2050, 1950, 2000]))
+    assert base.steps["critical_comm_ns"].tolist() == [0] * 12
+    # the path runs through the whole all-reduce (it started at 1000 µs, before K1 ended) into K2
+    assert sorted(worse.steps["critical_comm_ns"].tolist())[6:] == [3900 * US, 3950 * US, 4000 * US, 4000 * US,
+                                                                     4050 * US, 4100 * US]
+    verdict = compare(build_baseline(base), worse, Thresholds(), ["critical_comm"])
+    assert verdict.results[0].status == "regression"
+    assert compare(build_baseline(base), base, Thresholds(), ["critical_comm"]).results[0].status != "regression"
