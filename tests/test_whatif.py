@@ -7,7 +7,7 @@ import pandas as pd
 
 from crossrank_tables import US, ev, table
 from overlapscope.analysis import analyze
-from overlapscope.ingest.table import RankTrace, Run
+from overlapscope.core.table import RankTrace, Run
 
 HOST = "thread:1"
 

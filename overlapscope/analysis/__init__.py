@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..ingest.table import RankTrace, Run
+from ..core.table import RankTrace, Run
 from .bounds import bound_totals, overlap_bounds
 from .breakdown import exposed_by_key_and_step, launch_scopes
-from .codes import as_str, isin
+from ..core.codes import as_str, isin
 from .crossrank import cross_rank_sections, rank_parts
 from .depgraph import rank_graph
 from .overlap import lane_sets, overlap_by_step, totals

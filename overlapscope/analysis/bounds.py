@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import intervals as iv
-from .codes import isin
+from ..core import intervals as iv
+from ..core.codes import isin
 from .overlap import lane_sets, window_set
 from .windows import WORK_KINDS
 

@@ -28,9 +28,9 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from . import intervals as iv
+from ..core import intervals as iv
 from .breakdown import launch_scopes
-from .codes import codes_names, isin, per_name, shared_codes
+from ..core.codes import codes_names, isin, per_name, shared_codes
 
 NODE_COLUMNS = ("win", "step", "lane", "cls", "start_ns", "end_ns", "base_ns", "chain", "head", "g_ns", "u_ns",
                 "label", "collective", "group", "scope", "pass")

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from ..core.table import Run
 
 # Per-step and per-rank overlap columns, in report order.
 OVERLAP_COLUMNS = (
@@ -70,3 +73,6 @@ class Analysis:
     the key; most saved first."""
     cost_model: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Per collective with a known size: α-β expected times (ring, tree, flat), busbw vs link peak, flags."""
+    traces: Run | None = field(default=None, repr=False, compare=False)
+    """The event tables the numbers came from, kept only when asked (`analyze_run(keep_events=True)`:
+    the dashboard and the Perfetto export draw them); not part of any report."""

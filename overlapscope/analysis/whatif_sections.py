@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..ingest.table import Run
+from ..core.table import Run
 from .costmodel import COST_COLUMNS, CostConfig, cost_model
 from .critical_path import PATH_COLUMNS, STEP_COLUMNS, critical_comm_by_rank, critical_paths, slack, solve
 from .depgraph import RankGraph
