@@ -21,7 +21,7 @@ from overlapscope.errors import OverlapscopeError
 SCHEMA = "overlapscope.baseline/1"
 STEP_COLUMNS = (
     "window_ns", "compute_ns", "comm_ns", "overlapped_ns", "exposed_comm_ns", "exposed_memcpy_ns",
-    "idle_ns", "overlap_pct", "exposed_comm_pct",
+    "idle_ns", "overlap_pct", "exposed_comm_pct", "critical_comm_ns",
 )
 BREAKDOWNS: dict[str, str] = {"by_collective": "collective", "by_group": "group", "by_scope": "scope"}
 BREAKDOWN_VALUES = ("count", "comm_ns", "exposed_comm_ns")

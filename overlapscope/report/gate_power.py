@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from overlapscope.report.gate_metrics import POWER
 from overlapscope.report.gate_stats import Shift
 
-POWER = 0.8
 _RANK_TEST_SE = math.sqrt(math.pi / 3.0)
 _MEDIAN_VARIANCE = math.pi / 2.0  # var(median of n) = (pi/2) var / n for normal noise
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Mapping
 
 from overlapscope.report.gate import Finding, MetricResult, Verdict
-from overlapscope.report.gate_power import POWER
+from overlapscope.report.gate_metrics import POWER
 
 _STATUS = {"regression": "❌ regression", "pass": "✅ pass", "improved": "✅ improved",
            "inconclusive": "⚪ inconclusive"}
