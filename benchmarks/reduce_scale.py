@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis import analyze_rank, combine
-from overlapscope.core.table import RankTrace, Run, make_table
+from overlapscope.core.table import RankMeta, RankTrace, Run, make_table
 
 
 def rank_trace(rank: int, collectives: int, rng: np.random.Generator) -> RankTrace:
@@ -41,7 +41,8 @@ def rank_trace(rank: int, collectives: int, rng: np.random.Generator) -> RankTra
                         seq=np.where(kind == "comm", np.repeat(i, 2), -1))
     steps = pd.DataFrame({"step": np.array([], np.int32), "start_ns": np.array([], np.int64),
                           "end_ns": np.array([], np.int64)})
-    return RankTrace(rank=rank, events=events, steps=steps, source=f"rank{rank}", device="gpu", world_size=None)
+    return RankTrace(rank=rank, events=events, steps=steps, device="gpu",
+                     meta=RankMeta(source_format="bench", source_file=f"rank{rank}"))
 
 
 def timed(func):

@@ -101,8 +101,8 @@ def run_identity(run: Run) -> dict:
         "world_size": run.world_size,
         "ranks": [t.rank for t in run.ranks],
         "device": first.device,
-        "device_name": first.meta.get("device_name") or manifest.get("device_name"),
-        "backend": first.meta.get("backend") or manifest.get("backend"),
+        "device_name": first.meta.device_name or manifest.get("device_name"),
+        "backend": first.meta.backend or manifest.get("backend"),
         "rank_from": {str(t.rank): t.rank_from for t in run.ranks},
         "manifest": manifest,
     }

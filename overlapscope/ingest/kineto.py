@@ -22,7 +22,7 @@ from ..core.coded import Coded
 from .kineto_parse import UNSET, Columns, columns_of_document, no_gc, read_columns
 from .kineto_parse import load_document, read_bytes  # noqa: F401 - re-exported: they lived here before
 from .steps import DEFAULT_STEP_PATTERN, step_ranges, steps_at
-from ..core.table import RankTrace, coded_categorical, make_table
+from ..core.table import ProcessGroup, RankMeta, RankTrace, coded_categorical, make_table
 
 log = logging.getLogger(__name__)
 
@@ -107,13 +107,30 @@ def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: di
         parts = _cpu_events(cols, cats, names, start, end, is_cpu)
     parts["step"] = steps_at(parts["launch_ns"], steps)
     events = make_table(-1 if rank is None else rank, **parts)
-    meta = {k: info.get(k) for k in ("backend", "pg_config", "nccl_version") if info.get(k) is not None}
-    if isinstance(top["deviceProperties"], list) and top["deviceProperties"]:
-        meta["device_name"] = top["deviceProperties"][0].get("name")
     return RankTrace(
-        rank=-1 if rank is None else rank, events=events, steps=steps, source=str(path),
-        device="gpu" if is_device.any() else "cpu", rank_from=rank_from,
-        world_size=info.get("world_size") if isinstance(info.get("world_size"), int) else None, meta=meta)
+        rank=-1 if rank is None else rank, events=events, steps=steps, meta=_meta(top, info, path, base_ns),
+        device="gpu" if is_device.any() else "cpu", rank_from=rank_from)
+
+
+def _meta(top: dict[str, Any], info: dict[str, Any], path: Path, base_ns: int) -> RankMeta:
+    """RankMeta from distributedInfo (backend, world size, pg_config) and deviceProperties."""
+    props = top["deviceProperties"]
+    device_name = props[0].get("name") if isinstance(props, list) and props and isinstance(props[0], dict) else None
+    groups = []
+    for pg in info.get("pg_config") or []:
+        if not isinstance(pg, dict) or pg.get("pg_name") is None:
+            continue
+        ranks = pg.get("ranks")
+        ranks = tuple(r for r in ranks if isinstance(r, int)) if isinstance(ranks, list) else ()
+        size = len(ranks) if ranks else pg.get("pg_size") if isinstance(pg.get("pg_size"), int) else None
+        groups.append(ProcessGroup(name=str(pg["pg_name"]), ranks=ranks, size=size, desc=str(pg.get("pg_desc") or "")))
+    world_size = info.get("world_size")
+    return RankMeta(
+        source_format="kineto", source_file=str(path), device_name=device_name,
+        backend=str(info["backend"]) if info.get("backend") is not None else None,
+        world_size=world_size if isinstance(world_size, int) else None, process_groups=tuple(groups),
+        clock="unix" if base_ns else "", clock_base_ns=base_ns,
+        extra={k: info[k] for k in ("nccl_version",) if info.get(k) is not None})
 
 
 def _joined(*parts: tuple[np.ndarray, np.ndarray]) -> pd.Categorical:

@@ -55,6 +55,11 @@ def summary_lines(analysis: Analysis) -> list[str]:
         f"exposed comm {_ms(mean_exposed)} ms/step "
         f"({_pct(100.0 * mean_exposed / mean_step if mean_step else float('nan'))}% of the step), "
         f"overlap {_pct(overlap)}%")
+    # The readers' RankMeta: which accelerator and backend the numbers are from.
+    facts = [f"{label} {analysis.run[key]}" for key, label in (("device_name", "device"), ("backend", "backend"))
+             if analysis.run.get(key)]
+    if facts:
+        lines.append(", ".join(facts))
     if comm_total:
         lines.append(f"worst rank: {int(worst['rank'])} with {_ms(worst['exposed_per_step_ns'])} ms/step exposed"
                      + (f", most of it {worst['worst_collective']}" if worst["worst_collective"] else ""))
