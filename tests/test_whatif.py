@@ -2,6 +2,8 @@
 answers are known to the ns (DESIGN.md "Overlap bounds", "Critical path", "What-if")."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -176,3 +178,27 @@ def test_stream_wait_events_are_the_dependency_not_timing(tmp_path):
     assert saved(a, "collective", "all_gather") == 18 * US
     assert a.critical_path["label"].tolist() == ["gemm_k1", "ncclDevKernel_AllGather_RING_LL", "gemm_k2"]
     assert a.critical_path["lag_ns"].tolist() == [0, 0, 2 * US]
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_reference_fsdp2_without_prefetch_ranks_the_forward_all_gathers_first():
+    from overlapscope.pipeline.run import analyze_run
+
+    w = analyze_run(REPO / "traces/fsdp2_no_prefetch", cache=False).whatif
+    by_pass = w[w["key_type"] == "collective_pass"]
+    assert by_pass["key"].iloc[0] == "all_gather in forward"
+    assert w[w["key_type"] == "collective"]["key"].iloc[0] == "all_gather"
+
+
+def test_reference_ddp_ranks_each_steps_last_all_reduce_first():
+    from overlapscope.pipeline.run import analyze_run
+
+    for run in ("ddp", "ddp_one_bucket"):
+        a = analyze_run(REPO / "traces" / run, cache=False)
+        c = a.collectives.drop_duplicates("instance")
+        last = c.sort_values("start_ns").groupby("step")["instance"].last()
+        best = a.collective_slack.sort_values("saved_ns", ascending=False).groupby("step")["instance"].first()
+        assert (best.sort_index() == last.sort_index()).all(), run
+        assert (a.collective_slack.groupby("step")["saved_ns"].max() > 0).all()
