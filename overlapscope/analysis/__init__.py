@@ -7,6 +7,7 @@ import pandas as pd
 from ..ingest.table import RankTrace, Run
 from .breakdown import exposed_by_key_and_step, launch_scopes
 from .codes import as_str, isin
+from .comm_classes import comm_classes
 from .crossrank import cross_rank_sections, rank_parts
 from .overlap import lane_sets, overlap_by_step, totals
 from .result import Analysis, OVERLAP_COLUMNS
@@ -69,7 +70,8 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]]) -> Analysis:
     for trace, sec in zip(run.ranks, sections):
         diagnoses += diagnose_streams(trace.rank, sec["comm_on_compute"])
     cross = cross_rank_sections(run, [sec["cross_rank"] for sec in sections])
-    cross["diagnoses"] = diagnoses + cross["diagnoses"]
+    classes = comm_classes(run)
+    cross["diagnoses"] = classes.notes + diagnoses + cross["diagnoses"]
     return Analysis(
         run=run_identity(run),
         steps=per_step,
@@ -78,6 +80,8 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]]) -> Analysis:
         by_group=stacked("by_group"),
         by_scope=stacked("by_scope"),
         by_key_steps=stacked("by_key_steps"),
+        comm_families=classes.families, comm_candidates=classes.candidates,
+        collective_conflicts=classes.conflicts,
         **cross,
     )
 

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from ..ingest import ReadOptions, assemble, make_run, plan_jobs, read_job, trace_files
+from ..ingest.config_file import with_config
 from ..ingest.cache import CacheConfig
 from ..ingest.parallel import JobResult, Progress, map_files, replay, run_job
 from ..ingest.steps import DEFAULT_STEP_PATTERN
@@ -75,7 +76,8 @@ def analyze_path(path: str | Path, *, step_pattern: str | None = None, comm_patt
     """
     path = Path(path)
     files = trace_files(path)
-    options = ReadOptions(step_pattern=step_pattern or DEFAULT_STEP_PATTERN, comm_patterns=tuple(comm_patterns),
+    options = ReadOptions(step_pattern=step_pattern or DEFAULT_STEP_PATTERN,
+                          comm_patterns=with_config(tuple(comm_patterns), path),
                           cache=CacheConfig(enabled=cache))
     jobs = plan_jobs(files)
     if client is not None:

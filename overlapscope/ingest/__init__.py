@@ -10,6 +10,7 @@ import orjson
 
 from ..errors import OverlapscopeError, TraceError
 from .cache import CacheConfig, cached_read
+from .config_file import with_config
 from .kineto import read_kineto
 from .parallel import map_files
 from .steps import DEFAULT_STEP_PATTERN
@@ -107,7 +108,7 @@ def load_run(path: str | Path, *, step_pattern: str = DEFAULT_STEP_PATTERN,
     """
     path = Path(path)
     files = trace_files(path)
-    options = ReadOptions(step_pattern=step_pattern, comm_patterns=tuple(comm_patterns),
+    options = ReadOptions(step_pattern=step_pattern, comm_patterns=with_config(tuple(comm_patterns), path),
                           cache=CacheConfig(enabled=cache))
     ranks = assemble(map_files(read_job, plan_jobs(files), options, workers=workers))
     return make_run(path, ranks)

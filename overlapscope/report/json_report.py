@@ -62,6 +62,9 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
         "stragglers": records(analysis.stragglers),
         "prefetch": records(analysis.prefetch),
         "bubbles": records(analysis.bubbles),
+        "comm_classification": records(analysis.comm_families),
+        "unclassified_comm_candidates": records(analysis.comm_candidates),
+        "collective_conflicts": records(analysis.collective_conflicts),
         "clock_offsets_ns": {str(k): int(v) for k, v in analysis.clock_offsets_ns.items()},
         "diagnoses": list(analysis.diagnoses),
     }
