@@ -12,10 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from kineto_builder import KinetoTrace
-from overlapscope.analysis import analyze
+from overlapscope import analyze, load_run
 from overlapscope.cli import main
 from overlapscope.errors import OverlapscopeError
-from overlapscope.ingest import load_run
 from overlapscope.ingest.classify import classify_kernels
 from overlapscope.ingest.comm_rules import RULES, parse_user_rule, rule_set
 from overlapscope.ingest.comm_summary import kernel_base, suggested_pattern

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..ingest.table import RankTrace, Run
+from ..core.table import RankTrace, Run
 from .breakdown import exposed_by_key_and_step, launch_scopes
-from .codes import as_str, isin
+from ..core.codes import as_str, isin
 from .comm_classes import comm_classes
 from .crossrank import cross_rank_sections, rank_parts
 from .overlap import lane_sets, overlap_by_step, totals

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from ..ingest.table import Run
+from ..core.table import Run
 
 log = logging.getLogger(__name__)
 

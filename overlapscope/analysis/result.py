@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from ..core.table import Run
 
 # Per-step and per-rank overlap columns, in report order.
 OVERLAP_COLUMNS = (
@@ -62,3 +65,6 @@ class Analysis:
     """Aligned time = recorded time + offset; the reference rank has 0."""
     diagnoses: list[str] = field(default_factory=list)
     """One-line explanations from the analyzers (prefetch late, straggler, comm on compute stream...)."""
+    traces: Run | None = field(default=None, repr=False, compare=False)
+    """The event tables the numbers came from, kept only when asked (`analyze_run(keep_events=True)`:
+    the dashboard and the Perfetto export draw them); not part of any report."""

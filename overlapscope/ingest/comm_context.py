@@ -13,7 +13,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import pandas as pd
 
-from ..analysis.intervals import innermost_containing
+from ..core.intervals import innermost_containing
 from .classify import collective_of
 from .comm_rules import CommRule, is_comm_op
 

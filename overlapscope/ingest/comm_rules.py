@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import OverlapscopeError
-from .table import COLLECTIVES
+from ..core.table import COLLECTIVES
 
 # CPU ops and annotations that are communication calls: device work launched inside one is
 # communication whatever its kernel's name (copy-engine all-gathers are memcpys).

@@ -16,17 +16,17 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
-from ..analysis.intervals import innermost_containing
+from ..core.intervals import innermost_containing
 from . import classify
+from ..core.coded import Coded
 from .classify import classify_kernels
 from .comm_context import collective_conflicts, decide, launch_context
 from .comm_rules import CommRule, is_comm_op, rule_set
 from .comm_summary import summarize
-from .coded import Coded
 from .kineto_parse import UNSET, Columns, columns_of_document, no_gc, read_columns
 from .kineto_parse import load_document, read_bytes  # noqa: F401 - re-exported: they lived here before
 from .steps import DEFAULT_STEP_PATTERN, step_ranges, steps_at
-from .table import RankTrace, coded_categorical, make_table
+from ..core.table import RankTrace, coded_categorical, make_table
 
 log = logging.getLogger(__name__)
 

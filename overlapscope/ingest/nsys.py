@@ -25,7 +25,7 @@ from overlapscope.ingest.comm_rules import CommRule, is_comm_op, rule_set
 from overlapscope.ingest.comm_summary import summarize
 from overlapscope.ingest.nsys_nvtx import NvtxRanges, attach_nccl, read_nvtx
 from overlapscope.ingest.steps import DEFAULT_STEP_PATTERN, step_ranges, steps_at
-from overlapscope.ingest.table import RankTrace, make_table
+from overlapscope.core.table import RankTrace, make_table
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import pandas as pd
 from ..analysis.overlap import exposed_intervals
 from ..analysis.windows import step_windows
 from ..errors import OverlapscopeError
-from ..ingest.table import Run
+from ..core.table import Run
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,9 @@ Safety (DESIGN.md "Safety and no data loss"):
   see a whole file or none. Nothing but JSON metadata and Arrow columns is stored (no pickle).
 - The cache lives beside the trace in `.overlapscope-cache/` when that directory is writable, else
   under the user cache directory ($OVERLAPSCOPE_CACHE_DIR, $XDG_CACHE_HOME/overlapscope or
-  ~/.cache/overlapscope). The trace itself is only ever read.
+  ~/.cache/overlapscope). A set $OVERLAPSCOPE_CACHE_DIR is the only place used: whoever names a
+  folder wants every entry there (the test suite does, so no test writes beside committed traces).
+  The trace itself is only ever read.
 """
 from __future__ import annotations
 
@@ -27,10 +29,9 @@ from typing import Any, Callable
 import numpy as np
 import orjson
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from .table import COLUMNS, RankTrace
+from ..core.table import COLUMNS, RankTrace
+from ..ingest import ReadOptions, cacheable, read_job
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,12 @@ class CacheConfig:
     """Smaller traces parse faster than a cache lookup pays back: they are never cached."""
     user_dir: Path | None = None
     """Fallback directory when the trace's own is not writable (default: user_cache_dir())."""
+    beside_trace: bool | None = None
+    """Use `.overlapscope-cache/` beside the trace when that folder is writable. None: yes, unless
+    $OVERLAPSCOPE_CACHE_DIR is set (then that folder alone holds the cache)."""
+
+    def use_beside(self) -> bool:
+        return self.beside_trace if self.beside_trace is not None else not os.environ.get("OVERLAPSCOPE_CACHE_DIR")
 
 
 def user_cache_dir() -> Path:
@@ -75,9 +82,10 @@ def cache_key(path: Path, options: dict[str, Any]) -> str:
 
 
 def entry_paths(path: Path, key: str, config: CacheConfig) -> list[Path]:
-    """Where an entry may live, in lookup order: beside the trace, then the user cache dir."""
-    user = config.user_dir or user_cache_dir()
-    return [path.parent / LOCAL_DIR / f"{path.name}.{key}.parquet", user / f"{key}.parquet"]
+    """Where an entry may live, in lookup order: beside the trace (unless config says no), then the
+    user cache dir."""
+    user = (config.user_dir or user_cache_dir()) / f"{key}.parquet"
+    return [path.parent / LOCAL_DIR / f"{path.name}.{key}.parquet", user] if config.use_beside() else [user]
 
 
 def writable_dir(directory: Path) -> bool:
@@ -112,14 +120,23 @@ def cached_read(path: Path, reader: Callable[[Path], RankTrace], options: dict[s
                 log.debug("%s: event table from cache %s", path, entry)
                 return trace
     trace = reader(path)
-    beside, user = candidates
-    if not (writable_dir(path.parent) and store_entry(beside, key, trace)):
+    *beside, user = candidates
+    if not (beside and writable_dir(path.parent) and store_entry(beside[0], key, trace)):
         store_entry(user, key, trace)
     return trace
 
 
+def read_cached(paths: list[Path], options: ReadOptions, config: CacheConfig) -> list[RankTrace]:
+    """The ranks of one job's files (`ingest.read_job`); a lone Kineto file goes through the cache."""
+    if cacheable(paths) and config.enabled:
+        return [cached_read(paths[0], lambda p: read_job([p], options)[0], options.cache_key(), config)]
+    return read_job(paths, options)
+
+
 def load_entry(entry: Path, key: str, source: Path) -> RankTrace | None:
     """The cached RankTrace, or None when the entry is not a complete, matching one."""
+    import pyarrow.parquet as pq  # here, not at the top: traces under min_bytes never need it
+
     try:
         table = pq.read_table(entry)
         info = orjson.loads((table.schema.metadata or {})[META_KEY])
@@ -144,6 +161,9 @@ def store_entry(entry: Path, key: str, trace: RankTrace) -> bool:
         "rank_from": trace.rank_from, "device": trace.device, "world_size": trace.world_size, "meta": trace.meta,
         "steps": {c: trace.steps[c].to_numpy().tolist() for c in STEP_DTYPES},
     }
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     tmp = None
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
