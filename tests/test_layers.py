@@ -17,7 +17,7 @@ ALLOWED = {
     "core": {"core", "errors"},
     "ingest": {"core", "errors", "ingest"},
     "analysis": {"core", "errors", "analysis"},
-    "pipeline": {"core", "errors", "ingest", "analysis", "pipeline", "__version__"},
+    "pipeline": {"core", "errors", "io_atomic", "ingest", "analysis", "pipeline", "__version__"},
 }
 
 

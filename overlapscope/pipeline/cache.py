@@ -21,7 +21,6 @@ import hashlib
 import logging
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -31,6 +30,7 @@ import orjson
 import pandas as pd
 
 from ..core.table import COLUMNS, RankTrace
+from ..io_atomic import atomic_path
 from ..ingest import ReadOptions, cacheable, read_job
 
 log = logging.getLogger(__name__)
@@ -155,7 +155,7 @@ def load_entry(entry: Path, key: str, source: Path) -> RankTrace | None:
 
 
 def store_entry(entry: Path, key: str, trace: RankTrace) -> bool:
-    """Write the entry atomically (temp file + rename); False when the directory is not writable."""
+    """Write the entry atomically (io_atomic); False when the directory is not writable."""
     info = {
         "key": key, "format": CACHE_FORMAT, "rows": len(trace.events), "rank": trace.rank,
         "rank_from": trace.rank_from, "device": trace.device, "world_size": trace.world_size, "meta": trace.meta,
@@ -164,29 +164,20 @@ def store_entry(entry: Path, key: str, trace: RankTrace) -> bool:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    tmp = None
     try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
         table = pa.Table.from_pandas(trace.events, preserve_index=False)
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), META_KEY: orjson.dumps(info)})
-        fd, tmp = tempfile.mkstemp(prefix=f".{entry.name}.", suffix=".tmp", dir=entry.parent)
-        with os.fdopen(fd, "wb") as fh:
+        with atomic_path(entry) as tmp:
             # Dictionary pages only for the categorical columns (int64 columns of distinct
             # times gain nothing from them) and no column statistics (a whole entry is always
             # read): half the encode time and half the file of the defaults.
-            pq.write_table(table, fh, compression="zstd", write_statistics=False,
+            pq.write_table(table, str(tmp), compression="zstd", write_statistics=False,
                            use_dictionary=[f.name for f in table.schema if pa.types.is_dictionary(f.type)])
-        os.replace(tmp, entry)
-        tmp = None
         _drop_older(entry)
         return True
     except Exception as exc:  # noqa: BLE001 - a cache that cannot be written is no cache, not an error
         log.debug("%s: cannot write cache entry (%s: %s)", entry, type(exc).__name__, exc)
         return False
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
 
 
 def _drop_older(entry: Path) -> None:

@@ -94,7 +94,8 @@ def check(run: str, baseline_path: str, metrics: tuple[str, ...], max_increase_p
     """Compare RUN with a baseline: exit 0 pass, 1 regression, 2 unusable input."""
     from overlapscope.report import gate_baseline as gb
     from overlapscope.report.gate import compare
-    from overlapscope.report.junit import junit_error_xml, junit_xml, write_text
+    from overlapscope.io_atomic import write_text
+    from overlapscope.report.junit import junit_error_xml, junit_xml
     from overlapscope.report.summary import (error_annotation, error_markdown, github_annotations, markdown,
                                              publish_github, text_report)
 
@@ -108,17 +109,17 @@ def check(run: str, baseline_path: str, metrics: tuple[str, ...], max_increase_p
         exc = _user_error(exc)
         message = str(exc)
         if junit_path:
-            write_text(junit_error_xml(message), junit_path)
+            write_text(junit_path, junit_error_xml(message))
         if summary_path:
-            write_text(error_markdown(message), summary_path)
+            write_text(summary_path, error_markdown(message))
         for line in publish_github(error_markdown(message), [error_annotation(message)]):
             click.echo(line)
         raise _usage_exit(exc) from None
     md = markdown(verdict)
     if junit_path:
-        write_text(junit_xml(verdict), junit_path)
+        write_text(junit_path, junit_xml(verdict))
     if summary_path:
-        write_text(md, summary_path)
+        write_text(summary_path, md)
     click.echo(text_report(verdict))
     for line in publish_github(md, github_annotations(verdict)):
         click.echo(line)

@@ -34,6 +34,8 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("overlap", "communication overlapped with compute", "steps", "overlap_pct", -1, "pct", "exposed_comm_ns"),
     Metric("comm", "communication time", "steps", "comm_ns", +1, "ns", "comm_ns"),
     Metric("step_time", "step time", "steps", "window_ns", +1, "ns"),
+    Metric("critical_comm", "communication on the cross-rank critical path", "steps", "critical_comm_ns", +1, "ns",
+           "exposed_comm_ns"),
     Metric("exposed_comm_by_collective", "exposed communication per collective", "by_collective",
            "exposed_comm_ns", +1, "ns"),
     Metric("exposed_comm_by_group", "exposed communication per process group", "by_group", "exposed_comm_ns", +1, "ns"),
