@@ -217,7 +217,7 @@ def render_markdown(analysis: Analysis, *, per_step: bool = False) -> str:
 
 def _is_text(header: str) -> bool:
     return header.startswith(("rank", "worst", "scope", "collective", "group", "unit", "pass", "schedule",
-                              "op", "why", "key", "link", "flags", "ends on"))
+                              "op", "why", "key", "link", "flags", "ends on", "rule", "example", "kernel", "to count"))
 
 
 def _md_escape(text: str) -> str:
