@@ -9,6 +9,7 @@ from .bounds import bound_totals, overlap_bounds
 from .breakdown import exposed_by_key_and_step, launch_scopes
 from .costmodel import CostConfig
 from ..core.codes import as_str, isin
+from .comm_classes import comm_classes
 from .crossrank import cross_rank_sections, rank_parts
 from .depgraph import rank_graph
 from .overlap import lane_sets, overlap_by_step, totals
@@ -76,7 +77,8 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]], *, cost: CostConf
     for trace, sec in zip(run.ranks, sections):
         diagnoses += diagnose_streams(trace.rank, sec["comm_on_compute"])
     cross = cross_rank_sections(run, [sec["cross_rank"] for sec in sections])
-    cross["diagnoses"] = diagnoses + cross["diagnoses"]
+    classes = comm_classes(run)
+    cross["diagnoses"] = classes.notes + diagnoses + cross["diagnoses"]
     hiding = whatif_sections(run, [sec["graph"] for sec in sections], [sec["windows"] for sec in sections], cross,
                              cost or CostConfig())
     critical = hiding.pop("critical_comm")
@@ -90,6 +92,8 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]], *, cost: CostConf
         by_group=stacked("by_group"),
         by_scope=stacked("by_scope"),
         by_key_steps=stacked("by_key_steps"),
+        comm_families=classes.families, comm_candidates=classes.candidates,
+        collective_conflicts=classes.conflicts,
         overlap_bounds=bound_totals(per_step),
         **cross,
         **hiding,
