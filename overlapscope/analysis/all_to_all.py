@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .codes import as_str, isin
+from ..core.codes import as_str, isin
 
 ROW_COLUMNS = ("start_ns", "end_ns", "send_split_bytes", "recv_split_bytes")
 TRAFFIC_COLUMNS = ("instance", "step", "src", "dst", "bytes")

@@ -14,8 +14,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from . import intervals as iv
-from .codes import as_str, isin
+from ..core import intervals as iv
+from ..core.codes import as_str, isin
 from .overlap import lane_sets, window_set
 
 RING_LABEL = re.compile(r"^ring:L(\d+):step(\d+)(:bwd)?$")

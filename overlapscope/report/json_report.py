@@ -11,6 +11,7 @@ import pandas as pd
 from ..analysis.all_to_all import traffic_matrices
 from ..analysis.collectives import design_records
 from ..analysis.result import OVERLAP_COLUMNS, Analysis
+from .whatif_report import json_sections
 
 SCHEMA = "overlapscope.report/1"
 STEP_KEYS = ("step",) + OVERLAP_COLUMNS
@@ -66,8 +67,12 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
         "all_to_all": all_to_all_records(analysis),
         "moe_layers": records(analysis.moe_layers),
         "ring_steps": records(analysis.ring_steps),
+        "comm_classification": records(analysis.comm_families),
+        "unclassified_comm_candidates": records(analysis.comm_candidates),
+        "collective_conflicts": records(analysis.collective_conflicts),
         "clock_offsets_ns": {str(k): int(v) for k, v in analysis.clock_offsets_ns.items()},
         "diagnoses": list(analysis.diagnoses),
+        **json_sections(analysis),
     }
 
 
