@@ -9,6 +9,7 @@ from .bounds import bound_totals, overlap_bounds
 from . import all_to_all as a2a
 from .ring import ring_attention_part, ring_steps
 from .breakdown import exposed_by_key_and_step, launch_scopes
+from .costmodel import CostConfig
 from ..core.codes import as_str, isin
 from .comm_classes import comm_classes
 from .crossrank import cross_rank_sections, rank_parts
@@ -28,9 +29,10 @@ __all__ = ["analyze", "analyze_rank", "combine", "Analysis", "OVERLAP_COLUMNS", 
 RANK_SECTIONS = ("steps", "by_collective", "by_group", "by_scope", "by_key_steps")
 
 
-def analyze(run: Run, *, no_steps: bool = False) -> Analysis:
-    """Every number of DESIGN.md for a run; sections a run cannot give are empty frames."""
-    return combine(run, [analyze_rank(trace, no_steps=no_steps) for trace in run.ranks])
+def analyze(run: Run, *, no_steps: bool = False, cost: CostConfig | None = None) -> Analysis:
+    """Every number of DESIGN.md for a run; sections a run cannot give are empty frames. cost: the
+    cost model's link peaks and latency (default: from the GPU model)."""
+    return combine(run, [analyze_rank(trace, no_steps=no_steps) for trace in run.ranks], cost=cost)
 
 
 def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.DataFrame]:
@@ -44,7 +46,7 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     overlap = overlap_by_step(ev, windows, sets=sets)
     overlap = pd.concat([overlap, overlap_bounds(ev, windows, overlap, sets=sets)], axis=1)
     out = {"windows": windows, "steps": overlap, "comm_on_compute": comm_on_compute_lanes(ev),
-           "graph": rank_graph(ev, windows)}
+           "graph": rank_graph(ev, windows, trace.meta.get("stream_waits"))}
     key_steps = []
     scopes = launch_scopes(ev, comm_rows)
     for column, keys in (
@@ -63,7 +65,7 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     return out
 
 
-def combine(run: Run, sections: list[dict[str, pd.DataFrame]]) -> Analysis:
+def combine(run: Run, sections: list[dict[str, pd.DataFrame]], *, cost: CostConfig | None = None) -> Analysis:
     """The reduce: per-rank results (in run.ranks order) plus the cross-rank sections, one Analysis."""
     def stacked(name: str) -> pd.DataFrame:
         frames = []
@@ -86,7 +88,8 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]]) -> Analysis:
                                                 cross["clock_offsets_ns"], group_ranks(run))
     classes = comm_classes(run)
     cross["diagnoses"] = classes.notes + diagnoses + cross["diagnoses"] + a2a.diagnose(instances)
-    hiding = whatif_sections(run, [sec["graph"] for sec in sections], [sec["windows"] for sec in sections], cross)
+    hiding = whatif_sections(run, [sec["graph"] for sec in sections], [sec["windows"] for sec in sections], cross,
+                             cost or CostConfig())
     critical = hiding.pop("critical_comm")
     per_step = per_step.merge(critical, on=["rank", "step"], how="left")
     per_step["critical_comm_ns"] = per_step["critical_comm_ns"].fillna(0).astype(np.int64)

@@ -40,6 +40,7 @@ ARG_KEYS = {
     "Process Group Name": "pg_name", "Seq": "seq_upper", "seq": "seq", "bytes": "bytes",
     "In split size": "in_split", "Out split size": "out_split", "Group size": "group_size",
     "Concrete Inputs": "concrete_inputs", "Input Dims": "input_dims", "Input type": "input_type",
+    "wait_on_stream": "wait_on_stream", "wait_on_cuda_event_record_corr_id": "wait_record_corr",
 }
 # Recorded on every op of a record_shapes trace but read for a few (c10d::alltoall_base_): kept as
 # raw JSON, decoded on use (args_dict), so the typed decode does not build them for every op.
@@ -65,6 +66,10 @@ class _Args(msgspec.Struct, gc=False):
     concrete_inputs: msgspec.Raw = msgspec.field(default=UNSET, name="Concrete Inputs")
     input_dims: msgspec.Raw = msgspec.field(default=UNSET, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=UNSET, name="Input type")
+    # cuda_sync "Stream Wait Event" (libkineto CuptiActivity.cpp, eventSyncInfo): the stream waited on
+    # and the correlation id of the cudaEventRecord whose event it waits for
+    wait_on_stream: Any = UNSET
+    wait_record_corr: Any = msgspec.field(default=UNSET, name="wait_on_cuda_event_record_corr_id")
 
 
 # gc=False: these structs hold no containers of their own, so they can never be in a cycle;
