@@ -12,7 +12,7 @@ from ..errors import OverlapscopeError, TraceError
 from .cache import CacheConfig, cached_read
 from .kineto import read_kineto
 from .parallel import map_files
-from .steps import DEFAULT_STEP_PATTERN
+from .steps import DEFAULT_STEP_PATTERN, step_regex
 from .table import RankTrace, Run
 
 log = logging.getLogger(__name__)
@@ -106,6 +106,7 @@ def load_run(path: str | Path, *, step_pattern: str = DEFAULT_STEP_PATTERN,
     it; 1 reads in-process), through the Parquet cache unless `cache` is False.
     """
     path = Path(path)
+    step_regex(step_pattern)  # a bad --step-pattern is the user's error, named before any file is read
     files = trace_files(path)
     options = ReadOptions(step_pattern=step_pattern, comm_patterns=tuple(comm_patterns),
                           cache=CacheConfig(enabled=cache))

@@ -22,7 +22,7 @@ from .coded import Coded
 from .kineto_checks import EventChecks, checked_events, checked_top
 from .kineto_parse import Columns, columns_of_document, no_gc, read_columns
 from .kineto_parse import load_document, read_bytes  # noqa: F401 - re-exported: they lived here before
-from .steps import DEFAULT_STEP_PATTERN, step_ranges, steps_at
+from .steps import DEFAULT_STEP_PATTERN, step_ranges, step_regex, steps_at
 from .table import RankTrace, coded_categorical, make_table
 
 log = logging.getLogger(__name__)
@@ -76,9 +76,9 @@ def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: di
 
     names = cols.name
     # step_ranges keeps only rows whose name fully matches the pattern: hand it just those.
-    rx = re.compile(step_pattern, re.IGNORECASE)
+    rx = step_regex(step_pattern)
     step_rows = is_cpu & names.map(lambda n: bool(rx.fullmatch(n)), bool)
-    steps = step_ranges(names.values(step_rows), start[step_rows], end[step_rows], step_pattern)
+    steps = step_ranges(names.values(step_rows), start[step_rows], end[step_rows], step_pattern, str(path))
     if is_device.any():
         parts = _gpu_events(cols, cats, names, start, end, is_device, is_launch, is_cpu, comm_patterns, checks)
     else:

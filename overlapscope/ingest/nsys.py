@@ -233,7 +233,7 @@ def _build_process(key: int, rows: np.ndarray, dev: dict[str, np.ndarray], nvtx:
     device_cols["bytes"][device_cols["kind"] == "sync"] = -1
     nvtx = nvtx.shifted(offset)
     attach_nccl(device_cols, launch_tid, nvtx)
-    steps = _steps(nvtx, step_pattern)
+    steps = _steps(nvtx, step_pattern, source)
     device_cols["step"] = steps_at(launch_ns, steps)
     cols = _concat(device_cols, nvtx.as_columns(steps_at(nvtx.start_ns, steps)))
     used_tids = set(np.unique(launch_tid[known]).tolist()) | set(np.unique(nvtx.tid).tolist())
@@ -251,14 +251,14 @@ def _build_process(key: int, rows: np.ndarray, dev: dict[str, np.ndarray], nvtx:
                     steps=steps, meta=meta)
 
 
-def _steps(nvtx: NvtxRanges, pattern: str | None) -> pd.DataFrame:
+def _steps(nvtx: NvtxRanges, pattern: str | None, source: str = "") -> pd.DataFrame:
     """Step ranges among the NVTX ranges; the pattern is tried once per distinct name."""
     sel = np.zeros(nvtx.name.size, dtype=bool)
     if pattern and nvtx.name.size:
         rx = re.compile(pattern, re.IGNORECASE)
         code, uniq = S.codes(nvtx.name)
         sel = np.array([bool(rx.fullmatch(str(u))) for u in uniq], dtype=bool)[code]
-    return step_ranges(nvtx.name[sel], nvtx.start_ns[sel], nvtx.end_ns[sel], pattern or DEFAULT_STEP_PATTERN)
+    return step_ranges(nvtx.name[sel], nvtx.start_ns[sel], nvtx.end_ns[sel], pattern or DEFAULT_STEP_PATTERN, source)
 
 
 def _labels(prefix: str, values: np.ndarray) -> np.ndarray:
