@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import orjson
 
-from ..errors import OverlapscopeError, TraceError
+from ..errors import OverlapscopeError, ReadBug, TraceError
 from .cache import CacheConfig, cached_read
 from .kineto import read_kineto
 from .parallel import map_files
@@ -51,7 +52,21 @@ class ReadOptions:
 
 
 def read_job(paths: list[Path], options: ReadOptions) -> list[RankTrace]:
-    """The ranks in one job's trace files; a lone Kineto file goes through the Parquet cache."""
+    """The ranks in one job's trace files; a lone Kineto file goes through the Parquet cache.
+
+    A bug (any error that is not the input's fault) is reported with the file it was reading."""
+    try:
+        return _read_job(paths, options)
+    except (OverlapscopeError, MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001 - re-raised with the file named
+        if os.environ.get("OVERLAPSCOPE_DEBUG"):
+            raise
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise ReadBug(paths[0] if len(paths) == 1 else paths[0].parent, f"{type(exc).__name__}: {first}") from exc
+
+
+def _read_job(paths: list[Path], options: ReadOptions) -> list[RankTrace]:
     suffix = _suffix(paths[0])
     reader = READERS[suffix]
     if len(paths) == 1 and suffix in CACHED_SUFFIXES and options.cache.enabled:

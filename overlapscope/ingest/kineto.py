@@ -72,7 +72,8 @@ def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: di
     is_launch = cats.isin(LAUNCH_CATS)
     is_cpu = cats.isin(CPU_CATS)
     if not (is_device.any() or is_cpu.any()):
-        raise TraceError("no device or CPU activity (no kernels, memcpy or CPU ops)", path)
+        raise TraceError("no device or CPU activity (no kernels, memcpy or CPU ops"
+                         + (f"; {drops.summary()})" if drops.count else ")"), path)
 
     names = cols.name
     # step_ranges keeps only rows whose name fully matches the pattern: hand it just those.
@@ -90,6 +91,7 @@ def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: di
         meta["device_name"] = device_props[0].get("name")
     if drops.count:
         meta["dropped_events"] = drops.as_dict()
+        drops.warn(path)  # only once the trace is known to be usable: an error stays one line
     return RankTrace(
         rank=-1 if rank is None else rank, events=events, steps=steps, source=str(path),
         device="gpu" if is_device.any() else "cpu", rank_from=rank_from,

@@ -51,12 +51,15 @@ class Drops:
             self.count[reason] = self.count.get(reason, 0) + count
             self.device_ns[reason] = self.device_ns.get(reason, 0) + device_ns
 
+    def summary(self) -> str:
+        """'dropped 3 events: 2 exact duplicates (holding 0.006 ms of device time); 1 ...'."""
+        parts = [f"{n} {reason}" + (f" (holding {self.device_ns[reason] / 1e6:.3f} ms of device time)"
+                                    if self.device_ns[reason] else "") for reason, n in self.count.items()]
+        return f"dropped {sum(self.count.values())} events: {'; '.join(parts)}"
+
     def warn(self, path: Path) -> None:
-        if not self.count:
-            return
-        parts = [f"{n} {reason} (holding {self.device_ns[reason] / 1e6:.3f} ms of device time)"
-                 for reason, n in self.count.items()]
-        log.warning("%s: dropped %d events: %s", path, sum(self.count.values()), "; ".join(parts))
+        if self.count:
+            log.warning("%s: %s", path, self.summary())
 
     def as_dict(self) -> dict[str, dict[str, int]]:
         return {reason: {"events": n, "device_ns": self.device_ns[reason]} for reason, n in self.count.items()}
@@ -209,7 +212,8 @@ def checked_top(top: dict[str, Any], path: Path) -> tuple[dict[str, Any], int, l
                              path)
     rank, size = info.get("rank"), info.get("world_size")
     if rank is not None and size is not None and rank >= size:
-        raise TraceError(f"distributedInfo.rank {rank} is not below its world_size {size}", path)
+        # Inconsistent, but each number alone is usable: the run's checks see the ranks it has.
+        log.warning("%s: distributedInfo.rank %d is not below its world_size %d", path, rank, size)
     base = top.get("baseTimeNanoseconds")
     if base is None:
         base = 0
@@ -267,7 +271,6 @@ def checked_events(cols: Columns, path: Path, base_ns: int, device_cats: Any, la
     keep = ~(negative | copy)
     if keep.all():
         return cols, start, dur, drops, checks
-    drops.warn(path)
     cols = kept_rows(cols, keep)
     return cols, start[keep], dur[keep], drops, EventChecks(path, cols)
 

@@ -217,8 +217,8 @@ def read_columns(path: Path) -> Columns:
 def _typed_columns(raw: bytes) -> Columns | None:
     try:
         doc = _DECODER.decode(raw)
-    except msgspec.MsgspecError:
-        return None  # malformed, or outside the typed schema: the generic path decides
+    except (msgspec.MsgspecError, RecursionError):
+        return None  # malformed, too deep, or outside the typed schema: the generic path decides
     xs = [e for e in doc.traceEvents if e.__class__ is _Event]
     ts = [e.ts for e in xs]
     if UNSET in ts:
