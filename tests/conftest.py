@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -12,9 +13,56 @@ from shared_data import REAL_TRACES
 MAY_SKIP = "OVERLAPSCOPE_TESTS_MAY_SKIP"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="Rewrite tests/golden/ from the current outputs instead of comparing with them.")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "needs_shared(*paths): reads these real-trace files or folders (tests/data/real)")
     config.addinivalue_line("markers", "needs_browser: drives headless Chromium")
+
+
+# Inputs no test may change: the committed test data and the example runs. Checked around the whole
+# session (a listing with sizes and mtimes), so a test that writes a cache, an output or a scratch file
+# beside them fails the run even when every test passed.
+HERE = Path(__file__).resolve().parent
+WATCHED = (HERE / "data", HERE.parent / "traces")
+
+
+def snapshot(tops: tuple[Path, ...] = WATCHED) -> dict[str, tuple[bool, int, int]]:
+    """path -> (is a folder, size, mtime ns) of everything under `tops` (bytecode caches aside)."""
+    out = {}
+    for top in tops:
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+            for name in [*dirnames, *filenames, "."]:
+                path = os.path.normpath(os.path.join(dirpath, name))
+                st = os.lstat(path)
+                out[path] = (name in dirnames or name == ".", st.st_size if name in filenames else 0, st.st_mtime_ns)
+    return out
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_BEFORE] = snapshot()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    before = session.config.stash.get(_BEFORE, None)
+    if before is None:
+        return
+    after = snapshot()
+    changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    if changed:
+        shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = f"tests changed their inputs (tests never write beside test data): {shown}"
+        if reporter is not None:
+            reporter.write_line(f"ERROR: {message}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_BEFORE = pytest.StashKey[dict]()
 
 
 def absent(kind: str, why: str) -> None:

@@ -12,9 +12,9 @@ from click.testing import CliRunner
 
 from kineto_builder import KinetoTrace
 from overlapscope.cli import main
-from overlapscope.ingest import ReadOptions, read_job
-from overlapscope.ingest import cache as cache_mod
-from overlapscope.ingest.cache import LOCAL_DIR, CacheConfig, cached_read
+from overlapscope.ingest import ReadOptions
+from overlapscope.pipeline import cache as cache_mod
+from overlapscope.pipeline.cache import LOCAL_DIR, CacheConfig, cached_read, read_cached
 from overlapscope.ingest.kineto import read_kineto
 
 OPTIONS = {"step_pattern": "x", "comm_patterns": []}
@@ -48,7 +48,9 @@ class CountingReader:
 
 @pytest.fixture
 def cfg(tmp_path):
-    return CacheConfig(min_bytes=0, user_dir=tmp_path / "user-cache")
+    # beside_trace=True: these tests are about the folder beside the trace, which the suite's
+    # $OVERLAPSCOPE_CACHE_DIR (conftest) would otherwise turn off.
+    return CacheConfig(min_bytes=0, user_dir=tmp_path / "user-cache", beside_trace=True)
 
 
 def entries(directory):
@@ -141,11 +143,10 @@ def test_small_traces_and_disabled_cache_are_not_cached(tmp_path):
     assert reader.calls == 2 and not (tmp_path / LOCAL_DIR).exists() and not (tmp_path / "u").exists()
 
 
-def test_read_job_caches_kineto_through_the_registry(tmp_path, cfg):
+def test_read_cached_caches_kineto_through_the_registry(tmp_path, cfg):
     path = trace().write(tmp_path / "rank3.json")
-    options = ReadOptions(cache=cfg)
-    [cold] = read_job([path], options)
-    [warm] = read_job([path], options)
+    [cold] = read_cached([path], ReadOptions(), cfg)
+    [warm] = read_cached([path], ReadOptions(), cfg)
     same(cold, warm)
     assert len(entries(tmp_path / LOCAL_DIR)) == 1
 
@@ -162,7 +163,8 @@ def big_run(directory, ranks=2):
 
 
 def test_cli_numbers_identical_with_and_without_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("OVERLAPSCOPE_CACHE_DIR", str(tmp_path / "user-cache"))
+    monkeypatch.delenv("OVERLAPSCOPE_CACHE_DIR")  # the default: beside the trace
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     run = big_run(tmp_path / "run")
     outputs = []
     for extra in (["--no-cache"], [], [], ["--no-cache"]):  # uncached, cold, warm, uncached

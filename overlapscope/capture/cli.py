@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..errors import OverlapscopeError
+from ..extras import require
 
 
 @click.command("profile", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -27,9 +28,11 @@ def profile(out_dir: Path, steps: int, skip_first: int, nsys: bool, force: bool,
     steps are skipped, one is a warm-up, and STEPS are recorded. The job needs at least
     SKIP_FIRST + STEPS + 2 optimizer steps for a complete capture. CMD's exit status is kept.
     """
-    from .launcher import ProfileOptions, run_profile
-
     try:
+        # The launcher installs a profiler hook in every rank: PyTorch must be here.
+        require("torch", "`overlapscope profile`")
+        from .launcher import ProfileOptions, run_profile
+
         rc, written = run_profile(list(cmd), ProfileOptions(out_dir=out_dir, steps=steps, skip_first=skip_first,
                                                             nsys=nsys, force=force))
     except OverlapscopeError as exc:

@@ -16,14 +16,14 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
-from ..analysis.intervals import innermost_containing
+from ..core.intervals import innermost_containing
 from . import classify
-from .coded import Coded
+from ..core.coded import Coded
 from .kineto_checks import EventChecks, checked_events, checked_top
 from .kineto_parse import Columns, columns_of_document, no_gc, read_columns
 from .kineto_parse import load_document, read_bytes  # noqa: F401 - re-exported: they lived here before
 from .steps import DEFAULT_STEP_PATTERN, step_ranges, step_regex, steps_at
-from .table import RankTrace, coded_categorical, make_table
+from ..core.table import RankTrace, coded_categorical, make_table
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import TraceError
-from .coded import Coded
+from ..core.coded import Coded
 from .kineto_parse import UNSET, Columns
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from overlapscope.ingest.classify import collective_of, is_comm_name
 from overlapscope.ingest.nsys_checks import check_export, check_string_ids
 from overlapscope.ingest.nsys_nvtx import NvtxRanges, attach_nccl, read_nvtx
 from overlapscope.ingest.steps import DEFAULT_STEP_PATTERN, step_ranges, steps_at
-from overlapscope.ingest.table import RankTrace, make_table
+from overlapscope.core.table import RankTrace, make_table
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,7 @@
 """JUnit XML for the gate: one test case per metric, so CI shows which number failed and why."""
 from __future__ import annotations
 
-import os
-import tempfile
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 from overlapscope.report.gate import Verdict
 from overlapscope.report.summary import describe
@@ -52,20 +49,6 @@ def junit_error_xml(message: str) -> str:
     case = ET.SubElement(suite, "testcase", classname=SUITE, name="compatibility", time="0")
     ET.SubElement(case, "error", message=message, type="unusable_input").text = message
     return _serialize(root)
-
-
-def write_text(text: str, path: str | Path) -> None:
-    """Atomic write: CI artifacts are never half-written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _serialize(root: ET.Element) -> str:

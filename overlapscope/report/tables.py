@@ -14,6 +14,7 @@ import pandas as pd
 from ..analysis.crossrank import bubble_summary, collective_summary
 from ..analysis.prefetch import worst_units
 from ..analysis.result import Analysis
+from . import whatif_report
 
 MS = 1e6
 
@@ -59,6 +60,7 @@ def summary_lines(analysis: Analysis) -> list[str]:
                      + (f", most of it {worst['worst_collective']}" if worst["worst_collective"] else ""))
     else:
         lines.append("no communication found: nothing to overlap")
+    lines.extend(whatif_report.whatif_lines(analysis))
     lines.extend(analysis.diagnoses)
     return lines
 
@@ -158,7 +160,8 @@ def sections(analysis: Analysis, *, per_step: bool = False) -> list[tuple[str, l
            ("Stragglers (who arrives last)", *_stragglers(analysis)),
            ("Collectives that could not be matched across ranks", *_unmatched(analysis)),
            ("FSDP prefetch gaps (worst units)", *_prefetch(analysis)),
-           ("Pipeline bubbles per stage", *_bubbles(analysis))]
+           ("Pipeline bubbles per stage", *_bubbles(analysis)),
+           *whatif_report.sections(analysis)]
     return [s for s in out if s[2]]
 
 
@@ -194,7 +197,7 @@ def render_markdown(analysis: Analysis, *, per_step: bool = False) -> str:
 
 def _is_text(header: str) -> bool:
     return header.startswith(("rank", "worst", "scope", "collective", "group", "unit", "pass", "schedule",
-                              "op", "why"))
+                              "op", "why", "key", "link", "flags", "ends on"))
 
 
 def _md_escape(text: str) -> str:

@@ -10,7 +10,9 @@ Safety (DESIGN.md "Safety and no data loss"):
   see a whole file or none. Nothing but JSON metadata and Arrow columns is stored (no pickle).
 - The cache lives beside the trace in `.overlapscope-cache/` when that directory is writable, else
   under the user cache directory ($OVERLAPSCOPE_CACHE_DIR, $XDG_CACHE_HOME/overlapscope or
-  ~/.cache/overlapscope). The trace itself is only ever read.
+  ~/.cache/overlapscope). A set $OVERLAPSCOPE_CACHE_DIR is the only place used: whoever names a
+  folder wants every entry there (the test suite does, so no test writes beside committed traces).
+  The trace itself is only ever read.
 """
 from __future__ import annotations
 
@@ -19,7 +21,6 @@ import hashlib
 import logging
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -27,10 +28,10 @@ from typing import Any, Callable
 import numpy as np
 import orjson
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from .table import COLUMNS, RankTrace
+from ..core.table import COLUMNS, RankTrace
+from ..io_atomic import atomic_path
+from ..ingest import ReadOptions, cacheable, read_job
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,12 @@ class CacheConfig:
     """Smaller traces parse faster than a cache lookup pays back: they are never cached."""
     user_dir: Path | None = None
     """Fallback directory when the trace's own is not writable (default: user_cache_dir())."""
+    beside_trace: bool | None = None
+    """Use `.overlapscope-cache/` beside the trace when that folder is writable. None: yes, unless
+    $OVERLAPSCOPE_CACHE_DIR is set (then that folder alone holds the cache)."""
+
+    def use_beside(self) -> bool:
+        return self.beside_trace if self.beside_trace is not None else not os.environ.get("OVERLAPSCOPE_CACHE_DIR")
 
 
 def user_cache_dir() -> Path:
@@ -75,9 +82,10 @@ def cache_key(path: Path, options: dict[str, Any]) -> str:
 
 
 def entry_paths(path: Path, key: str, config: CacheConfig) -> list[Path]:
-    """Where an entry may live, in lookup order: beside the trace, then the user cache dir."""
-    user = config.user_dir or user_cache_dir()
-    return [path.parent / LOCAL_DIR / f"{path.name}.{key}.parquet", user / f"{key}.parquet"]
+    """Where an entry may live, in lookup order: beside the trace (unless config says no), then the
+    user cache dir."""
+    user = (config.user_dir or user_cache_dir()) / f"{key}.parquet"
+    return [path.parent / LOCAL_DIR / f"{path.name}.{key}.parquet", user] if config.use_beside() else [user]
 
 
 def writable_dir(directory: Path) -> bool:
@@ -112,14 +120,23 @@ def cached_read(path: Path, reader: Callable[[Path], RankTrace], options: dict[s
                 log.debug("%s: event table from cache %s", path, entry)
                 return trace
     trace = reader(path)
-    beside, user = candidates
-    if not (writable_dir(path.parent) and store_entry(beside, key, trace)):
+    *beside, user = candidates
+    if not (beside and writable_dir(path.parent) and store_entry(beside[0], key, trace)):
         store_entry(user, key, trace)
     return trace
 
 
+def read_cached(paths: list[Path], options: ReadOptions, config: CacheConfig) -> list[RankTrace]:
+    """The ranks of one job's files (`ingest.read_job`); a lone Kineto file goes through the cache."""
+    if cacheable(paths) and config.enabled:
+        return [cached_read(paths[0], lambda p: read_job([p], options)[0], options.cache_key(), config)]
+    return read_job(paths, options)
+
+
 def load_entry(entry: Path, key: str, source: Path) -> RankTrace | None:
     """The cached RankTrace, or None when the entry is not a complete, matching one."""
+    import pyarrow.parquet as pq  # here, not at the top: traces under min_bytes never need it
+
     try:
         table = pq.read_table(entry)
         info = orjson.loads((table.schema.metadata or {})[META_KEY])
@@ -138,35 +155,29 @@ def load_entry(entry: Path, key: str, source: Path) -> RankTrace | None:
 
 
 def store_entry(entry: Path, key: str, trace: RankTrace) -> bool:
-    """Write the entry atomically (temp file + rename); False when the directory is not writable."""
+    """Write the entry atomically (io_atomic); False when the directory is not writable."""
     info = {
         "key": key, "format": CACHE_FORMAT, "rows": len(trace.events), "rank": trace.rank,
         "rank_from": trace.rank_from, "device": trace.device, "world_size": trace.world_size, "meta": trace.meta,
         "steps": {c: trace.steps[c].to_numpy().tolist() for c in STEP_DTYPES},
     }
-    tmp = None
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
         table = pa.Table.from_pandas(trace.events, preserve_index=False)
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), META_KEY: orjson.dumps(info)})
-        fd, tmp = tempfile.mkstemp(prefix=f".{entry.name}.", suffix=".tmp", dir=entry.parent)
-        with os.fdopen(fd, "wb") as fh:
+        with atomic_path(entry) as tmp:
             # Dictionary pages only for the categorical columns (int64 columns of distinct
             # times gain nothing from them) and no column statistics (a whole entry is always
             # read): half the encode time and half the file of the defaults.
-            pq.write_table(table, fh, compression="zstd", write_statistics=False,
+            pq.write_table(table, str(tmp), compression="zstd", write_statistics=False,
                            use_dictionary=[f.name for f in table.schema if pa.types.is_dictionary(f.type)])
-        os.replace(tmp, entry)
-        tmp = None
         _drop_older(entry)
         return True
     except Exception as exc:  # noqa: BLE001 - a cache that cannot be written is no cache, not an error
         log.debug("%s: cannot write cache entry (%s: %s)", entry, type(exc).__name__, exc)
         return False
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
 
 
 def _drop_older(entry: Path) -> None:

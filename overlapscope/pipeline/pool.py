@@ -7,15 +7,16 @@ Log records of warning level and above that a worker emits are replayed in the c
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import sys
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+if TYPE_CHECKING:
+    import multiprocessing.context
 
 log = logging.getLogger(__name__)
 
@@ -173,12 +174,14 @@ class Progress:
 def pool_context() -> multiprocessing.context.BaseContext:
     """fork where it is safe (no other thread could hold a lock across it): instant, and no
     re-import of the caller's __main__; else forkserver (preloaded), else spawn."""
+    import multiprocessing  # here, not at the top: a small run never starts a pool
+
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
     if "forkserver" in methods:
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["overlapscope.analysis.distributed"])
+        ctx.set_forkserver_preload(["overlapscope.pipeline.distributed"])
         return ctx
     return multiprocessing.get_context("spawn")
 
@@ -196,6 +199,8 @@ def map_files(func: Callable[..., Any], files: Sequence[Path | Sequence[Path]], 
                 values.append(func(f, *args))  # in-process: errors and warnings as they happen
                 progress.tick(1)
             return values
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
         log.debug("%s: %d files on %d processes", label, len(files), n)
         with ProcessPoolExecutor(max_workers=n, mp_context=pool_context()) as pool:
             futures = [pool.submit(run_job, func, f, *args) for f in files]
