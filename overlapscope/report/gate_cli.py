@@ -1,6 +1,8 @@
 """`overlapscope baseline` and `overlapscope check`: the CI gate's commands.
 
-Exit status of `check`: 0 no regression, 1 regression, 2 unusable input (one line says why).
+Exit status of `check`: 0 no regression, 1 regression, 2 unusable input (one line says why); an
+inconclusive verdict (the data could not have detected a worsening of the threshold's size) is 0,
+or 3 with --strict.
 RUN is anything `overlapscope.load_run` reads, or a baseline JSON written earlier (a stored
 snapshot of a run, so two archived runs can be compared without their traces).
 """
@@ -85,13 +87,16 @@ def baseline(runs: tuple[str, ...], output: str, options: RunOptions) -> None:
               help="One-sided significance level.")
 @click.option("--noise-factor", type=float, default=Thresholds.noise_factor, show_default=True,
               help="With a baseline of several runs: allow this times the largest run-to-run shift among them.")
+@click.option("--strict", is_flag=True,
+              help="Exit 3 when the verdict is inconclusive (default 0: an inconclusive check never fails the build).")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML here.")
 @click.option("--summary", "summary_path", type=click.Path(dir_okay=False), help="Write a markdown summary here.")
 @run_options
 def check(run: str, baseline_path: str, metrics: tuple[str, ...], max_increase_pct: float, min_increase_ms: float,
-          min_increase_points: float, alpha: float, noise_factor: float, junit_path: str | None,
+          min_increase_points: float, alpha: float, noise_factor: float, strict: bool, junit_path: str | None,
           summary_path: str | None, options: RunOptions) -> None:
-    """Compare RUN with a baseline: exit 0 pass, 1 regression, 2 unusable input."""
+    """Compare RUN with a baseline: exit 0 pass (or inconclusive), 1 regression, 2 unusable input, 3 inconclusive
+    with --strict."""
     from overlapscope.report import gate_baseline as gb
     from overlapscope.report.gate import compare
     from overlapscope.io_atomic import write_text
@@ -123,7 +128,7 @@ def check(run: str, baseline_path: str, metrics: tuple[str, ...], max_increase_p
     click.echo(text_report(verdict))
     for line in publish_github(md, github_annotations(verdict)):
         click.echo(line)
-    raise SystemExit(verdict.exit_code)
+    raise SystemExit(verdict.exit_status(strict))
 
 
 def _user_error(exc: Exception) -> OverlapscopeError:

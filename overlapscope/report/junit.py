@@ -10,10 +10,11 @@ SUITE = "overlapscope.check"
 
 
 def junit_xml(verdict: Verdict) -> str:
-    """`<testsuites><testsuite>` with a `<testcase>` per metric: failure = regression, skipped = undecided."""
+    """`<testsuites><testsuite>` with a `<testcase>` per metric: failure = regression, skipped = inconclusive
+    (the message says the smallest change the data could detect and what to record instead)."""
     alpha = verdict.thresholds.alpha
     failures = sum(r.status == "regression" for r in verdict.results)
-    skipped = sum(r.status == "undecided" for r in verdict.results)
+    skipped = len(verdict.inconclusive)
     counts = {"tests": str(len(verdict.results)), "failures": str(failures), "errors": "0",
               "skipped": str(skipped), "time": "0"}
     root = ET.Element("testsuites", name="overlapscope", **counts)
@@ -24,15 +25,15 @@ def junit_xml(verdict: Verdict) -> str:
                         ("world_size", verdict.current_run.get("world_size", "")),
                         ("max_increase_pct", verdict.thresholds.max_increase_pct),
                         ("min_increase_ms", verdict.thresholds.min_increase_ms),
-                        ("alpha", alpha)):
+                        ("alpha", alpha), ("power", verdict.thresholds.power)):
         ET.SubElement(props, "property", name=name, value=str(value))
     for result in verdict.results:
         case = ET.SubElement(suite, "testcase", classname=SUITE, name=result.metric.name, time="0")
-        line = describe(result, alpha)
+        line = describe(result, alpha, verdict.thresholds.power)
         if result.status == "regression":
             failure = ET.SubElement(case, "failure", message=line, type="regression")
             failure.text = line
-        elif result.status == "undecided":
+        elif result.status == "inconclusive":
             ET.SubElement(case, "skipped", message=line)
         else:
             ET.SubElement(case, "system-out").text = line
