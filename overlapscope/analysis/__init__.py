@@ -8,6 +8,7 @@ from ..core.table import RankTrace, Run
 from .bounds import bound_totals, overlap_bounds
 from .breakdown import exposed_by_key_and_step, launch_scopes
 from ..core.codes import as_str, isin
+from .comm_classes import comm_classes
 from .crossrank import cross_rank_sections, rank_parts
 from .depgraph import rank_graph
 from .overlap import lane_sets, overlap_by_step, totals
@@ -74,7 +75,8 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]]) -> Analysis:
     for trace, sec in zip(run.ranks, sections):
         diagnoses += diagnose_streams(trace.rank, sec["comm_on_compute"])
     cross = cross_rank_sections(run, [sec["cross_rank"] for sec in sections])
-    cross["diagnoses"] = diagnoses + cross["diagnoses"]
+    classes = comm_classes(run)
+    cross["diagnoses"] = classes.notes + diagnoses + cross["diagnoses"]
     hiding = whatif_sections(run, [sec["graph"] for sec in sections], [sec["windows"] for sec in sections], cross)
     critical = hiding.pop("critical_comm")
     per_step = per_step.merge(critical, on=["rank", "step"], how="left")
@@ -87,6 +89,8 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]]) -> Analysis:
         by_group=stacked("by_group"),
         by_scope=stacked("by_scope"),
         by_key_steps=stacked("by_key_steps"),
+        comm_families=classes.families, comm_candidates=classes.candidates,
+        collective_conflicts=classes.conflicts,
         overlap_bounds=bound_totals(per_step),
         **cross,
         **hiding,

@@ -53,6 +53,14 @@ class Analysis:
     """rank, step, bubble_ns, bubble_pct, theory_pct, schedule, stages, microbatches."""
     pipeline_spans: pd.DataFrame = field(default_factory=pd.DataFrame)
     """rank, step, stage, action (F/B/I/W), microbatch, start_ns, end_ns: the Gantt view of a pipeline."""
+    comm_families: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """rule, kernels, example, count, device_ns, device_pct: which rule made which device work comm
+    (library rule, user rule or launch context) and its share of the run's device time."""
+    comm_candidates: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """name, ranks, count, device_ns, device_pct, why, comm_pattern: kernels counted as compute that
+    look like communication, and the --comm-pattern that would count them."""
+    collective_conflicts: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """collective (the op's, counted), kernel_collective (the kernel name's), kernel, count."""
     clock_offsets_ns: dict[int, int] = field(default_factory=dict)
     """Aligned time = recorded time + offset; the reference rank has 0."""
     diagnoses: list[str] = field(default_factory=list)

@@ -35,7 +35,7 @@ from ..ingest import ReadOptions, cacheable, read_job
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 """Bump when the event table's meaning changes without a version bump."""
 LOCAL_DIR = ".overlapscope-cache"
 META_KEY = b"overlapscope.cache"

@@ -31,8 +31,9 @@ class RunOptions:
     step_pattern: str | None = field(default=None, metadata=_cli("--step-pattern", metavar="REGEX"))
     """Names of step ranges (default: ProfilerStep#N or 'step N')."""
     comm_patterns: tuple[str, ...] = field(default=(), metadata=_cli("--comm-pattern", "comm_patterns",
-                                                                      multiple=True, metavar="REGEX"))
-    """Extra kernel-name pattern that counts as communication (repeatable)."""
+                                                                      multiple=True, metavar="REGEX[=COLL]"))
+    """Kernel-name regex that counts as communication, optionally =collective (e.g.
+    'my_ep::dispatch=all_to_all'); repeatable, tried before the built-in rules and the config file's."""
     no_steps: bool = field(default=False, metadata=_cli("--no-steps", is_flag=True))
     """Analyze each rank as one window, ignoring step markers."""
     cache: bool = field(default=True, metadata=_cli("--cache/--no-cache"))

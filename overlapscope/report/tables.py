@@ -132,6 +132,24 @@ def _unmatched(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
                     for r in u.head(10).itertuples(index=False)]
 
 
+def _comm_families(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
+    header = ["rule", "kernels", "count", "device ms", "device %", "example kernel"]
+    f = analysis.comm_families
+    if f is None or f.empty:
+        return header, []
+    return header, [[str(r.rule), str(r.kernels), str(r.count), _ms(r.device_ns), _pct(r.device_pct), str(r.example)[:70]]
+                    for r in f.itertuples(index=False)]
+
+
+def _comm_candidates(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
+    header = ["kernel", "ranks", "count", "device ms", "device %", "why", "to count it"]
+    c = analysis.comm_candidates
+    if c is None or c.empty:
+        return header, []
+    return header, [[str(r.name)[:70], str(r.ranks), str(r.count), _ms(r.device_ns), _pct(r.device_pct), str(r.why),
+                     f"--comm-pattern '{r.comm_pattern}'"] for r in c.head(10).itertuples(index=False)]
+
+
 def _prefetch(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
     header = ["unit", "pass", "rows", "mean gap ms", "max gap ms", "mean lead ms"]
     worst = worst_units(analysis.prefetch)
@@ -159,6 +177,8 @@ def sections(analysis: Analysis, *, per_step: bool = False) -> list[tuple[str, l
            ("Wait vs transfer by collective (matched across ranks)", *_wait_transfer(analysis)),
            ("Stragglers (who arrives last)", *_stragglers(analysis)),
            ("Collectives that could not be matched across ranks", *_unmatched(analysis)),
+           ("What counted as communication (rule, device-time share)", *_comm_families(analysis)),
+           ("Kernels counted as compute that look like communication", *_comm_candidates(analysis)),
            ("FSDP prefetch gaps (worst units)", *_prefetch(analysis)),
            ("Pipeline bubbles per stage", *_bubbles(analysis)),
            *whatif_report.sections(analysis)]
@@ -197,7 +217,7 @@ def render_markdown(analysis: Analysis, *, per_step: bool = False) -> str:
 
 def _is_text(header: str) -> bool:
     return header.startswith(("rank", "worst", "scope", "collective", "group", "unit", "pass", "schedule",
-                              "op", "why", "key", "link", "flags", "ends on"))
+                              "op", "why", "key", "link", "flags", "ends on", "rule", "example", "kernel", "to count"))
 
 
 def _md_escape(text: str) -> str:
