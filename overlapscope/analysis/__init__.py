@@ -7,6 +7,7 @@ import pandas as pd
 from ..core.table import RankTrace, Run
 from .bounds import bound_totals, overlap_bounds
 from .breakdown import exposed_by_key_and_step, launch_scopes
+from .costmodel import CostConfig
 from ..core.codes import as_str, isin
 from .comm_classes import comm_classes
 from .crossrank import cross_rank_sections, rank_parts
@@ -26,9 +27,10 @@ __all__ = ["analyze", "analyze_rank", "combine", "Analysis", "OVERLAP_COLUMNS", 
 RANK_SECTIONS = ("steps", "by_collective", "by_group", "by_scope", "by_key_steps")
 
 
-def analyze(run: Run, *, no_steps: bool = False) -> Analysis:
-    """Every number of DESIGN.md for a run; sections a run cannot give are empty frames."""
-    return combine(run, [analyze_rank(trace, no_steps=no_steps) for trace in run.ranks])
+def analyze(run: Run, *, no_steps: bool = False, cost: CostConfig | None = None) -> Analysis:
+    """Every number of DESIGN.md for a run; sections a run cannot give are empty frames. cost: the
+    cost model's link peaks and latency (default: from the GPU model)."""
+    return combine(run, [analyze_rank(trace, no_steps=no_steps) for trace in run.ranks], cost=cost)
 
 
 def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.DataFrame]:
@@ -42,7 +44,7 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     overlap = overlap_by_step(ev, windows, sets=sets)
     overlap = pd.concat([overlap, overlap_bounds(ev, windows, overlap, sets=sets)], axis=1)
     out = {"windows": windows, "steps": overlap, "comm_on_compute": comm_on_compute_lanes(ev),
-           "graph": rank_graph(ev, windows)}
+           "graph": rank_graph(ev, windows, trace.meta.get("stream_waits"))}
     key_steps = []
     for column, keys in (
         ("collective", as_str(ev["collective"])),
@@ -57,7 +59,7 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     return out
 
 
-def combine(run: Run, sections: list[dict[str, pd.DataFrame]]) -> Analysis:
+def combine(run: Run, sections: list[dict[str, pd.DataFrame]], *, cost: CostConfig | None = None) -> Analysis:
     """The reduce: per-rank results (in run.ranks order) plus the cross-rank sections, one Analysis."""
     def stacked(name: str) -> pd.DataFrame:
         frames = []
@@ -77,7 +79,8 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]]) -> Analysis:
     cross = cross_rank_sections(run, [sec["cross_rank"] for sec in sections])
     classes = comm_classes(run)
     cross["diagnoses"] = classes.notes + diagnoses + cross["diagnoses"]
-    hiding = whatif_sections(run, [sec["graph"] for sec in sections], [sec["windows"] for sec in sections], cross)
+    hiding = whatif_sections(run, [sec["graph"] for sec in sections], [sec["windows"] for sec in sections], cross,
+                             cost or CostConfig())
     critical = hiding.pop("critical_comm")
     per_step = per_step.merge(critical, on=["rank", "step"], how="left")
     per_step["critical_comm_ns"] = per_step["critical_comm_ns"].fillna(0).astype(np.int64)

@@ -94,6 +94,9 @@ def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: di
     events = make_table(-1 if rank is None else rank, **parts)
     meta = {k: info.get(k) for k in ("backend", "pg_config", "nccl_version") if info.get(k) is not None}
     meta.update(comm_meta)
+    waits = _stream_waits(cols, cats, names, is_device)
+    if waits:
+        meta["stream_waits"] = waits
     if device_props:
         meta["device_name"] = device_props[0].get("name")
     if drops.count:
@@ -212,6 +215,25 @@ def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device,
         "launch_ns": np.concatenate([launch_ns, start[cpu]]),
         "launch_lane": coded_categorical(np.concatenate([launch_code, threads.codes[cpu]]), launch_labels),
     }, comm_meta
+
+
+def _stream_waits(cols: Columns, cats: Coded, names: Coded, is_device: np.ndarray) -> dict[str, list] | None:
+    """CUDA stream waits on events (Kineto cuda_sync "Stream Wait Event", recorded with the profiler's
+    enable_cuda_sync_events): per wait the waiting lane, its cudaStreamWaitEvent correlation, the lane
+    the event was recorded on and the cudaEventRecord correlation - the dependency graph's event edges."""
+    rows = np.flatnonzero(is_device & cats.isin(("cuda_sync",)))
+    rows = rows[names.values(rows) == "Stream Wait Event"] if rows.size else rows
+    if rows.size == 0:
+        return None
+    idx = rows.tolist()
+    stream, corr = cols.arg(idx, "stream", None), cols.arg(idx, "correlation", None)
+    waited, record = cols.arg(idx, "wait_on_stream", None), cols.arg(idx, "wait_on_cuda_event_record_corr_id", None)
+    keep = [i for i in range(len(idx)) if all(isinstance(v[i], int) and v[i] >= 0
+                                             for v in (stream, corr, waited, record))]
+    if not keep:
+        return None
+    return {"lane": [f"stream:{stream[i]}" for i in keep], "corr": [corr[i] for i in keep],
+            "wait_lane": [f"stream:{waited[i]}" for i in keep], "record_corr": [record[i] for i in keep]}
 
 
 def _message_bytes(args: dict[str, Any], collective: str) -> int:

@@ -38,6 +38,7 @@ ARG_KEYS = {
     "stream": "stream", "correlation": "correlation", "Collective name": "collective_name",
     "dtype": "dtype", "In msg nelems": "in_nelems", "Out msg nelems": "out_nelems",
     "Process Group Name": "pg_name", "Seq": "seq_upper", "seq": "seq", "bytes": "bytes",
+    "wait_on_stream": "wait_on_stream", "wait_on_cuda_event_record_corr_id": "wait_record_corr",
 }
 
 
@@ -54,6 +55,10 @@ class _Args(msgspec.Struct, gc=False):
     seq_upper: Any = msgspec.field(default=UNSET, name="Seq")
     seq: Any = UNSET
     bytes: Any = UNSET
+    # cuda_sync "Stream Wait Event" (libkineto CuptiActivity.cpp, eventSyncInfo): the stream waited on
+    # and the correlation id of the cudaEventRecord whose event it waits for
+    wait_on_stream: Any = UNSET
+    wait_record_corr: Any = msgspec.field(default=UNSET, name="wait_on_cuda_event_record_corr_id")
 
 
 # gc=False: these structs hold no containers of their own, so they can never be in a cycle;
