@@ -83,7 +83,7 @@ class _Event(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
     name: str = ""
     tid: int | str | None = None
     ts: Any = UNSET
-    dur: Any = 0
+    dur: Any = UNSET
     args: _Args | None = None
 
 
@@ -234,8 +234,8 @@ def read_columns(path: Path) -> Columns:
 def _typed_columns(raw: bytes) -> Columns | None:
     try:
         doc = _DECODER.decode(raw)
-    except msgspec.MsgspecError:
-        return None  # malformed, or outside the typed schema: the generic path decides
+    except (msgspec.MsgspecError, RecursionError):
+        return None  # malformed, too deep, or outside the typed schema: the generic path decides
     xs = [e for e in doc.traceEvents if e.__class__ is _Event]
     ts = [e.ts for e in xs]
     if UNSET in ts:
@@ -257,5 +257,5 @@ def columns_of_document(doc: dict[str, Any]) -> Columns:
         cat=Coded.of([c if isinstance(c := e.get("cat", ""), str) else "" for e in xs]),
         name=Coded.of([str(e.get("name", "")) for e in xs]),
         tid=Coded.of([str(e.get("tid")) for e in xs]), ts=[e["ts"] if "ts" in e else UNSET for e in xs],
-        dur=[e.get("dur", 0) for e in xs], args=[e.get("args") or None for e in xs],
+        dur=[e.get("dur", UNSET) for e in xs], args=[e.get("args") or None for e in xs],
         top={k: doc.get(k) for k in ("distributedInfo", "baseTimeNanoseconds", "deviceProperties")})
