@@ -4,7 +4,9 @@ One row per interval, one table per rank (columns and meanings in DESIGN.md, "Th
 Two columns beyond DESIGN.md's list make launches format-neutral: `launch_ns` and `launch_lane` say
 when and on which CPU thread a device event was launched (for CPU events they repeat `start_ns` and
 `lane`), so analyzers can tie GPU work to the annotation that launched it without knowing whether
-the link was a Kineto correlation id or an nsys (correlationId, pid) pair.
+the link was a Kineto correlation id or an nsys (correlationId, pid) pair. Two more carry an
+all-to-all's traffic per peer: `send_split_bytes` / `recv_split_bytes`, bytes to / from each group
+member in group order joined by commas ("" unknown; see ingest/splits.py).
 """
 from __future__ import annotations
 
@@ -37,6 +39,8 @@ COLUMNS: dict[str, str] = {
     "correlation": "int64",
     "launch_ns": "int64",
     "launch_lane": "category",
+    "send_split_bytes": "category",
+    "recv_split_bytes": "category",
 }
 
 
@@ -44,12 +48,14 @@ def make_table(rank: int, **columns: Any) -> pd.DataFrame:
     """Build a rank's event table from column arrays; missing optional columns get their defaults.
 
     Required: lane, kind, name, start_ns, end_ns. Defaults: collective "", bytes -1, group "",
-    seq -1, step -1, correlation -1, launch_ns = start_ns, launch_lane = lane.
+    seq -1, step -1, correlation -1, launch_ns = start_ns, launch_lane = lane, send_split_bytes and
+    recv_split_bytes "".
     """
     n = len(columns["start_ns"])
     start = np.asarray(columns["start_ns"], dtype=np.int64)
     defaults = {
         "collective": "", "bytes": -1, "group": "", "seq": -1, "step": -1, "correlation": -1,
+        "send_split_bytes": "", "recv_split_bytes": "",
     }
     data: dict[str, Any] = {"rank": np.full(n, rank, dtype=np.int32)}
     for col, dtype in COLUMNS.items():
@@ -139,6 +145,13 @@ class RankMeta:
     """What the reader added to the file's own timestamps to put them on `clock`."""
     host: str | None = None
     """Host name (nsys TARGET_INFO_SYSTEM_ENV); Kineto traces do not carry it."""
+    comm_classification: dict[str, Any] | None = None
+    """How the reader classified kernels as communication: rule families, comm-looking kernels no rule
+    claimed, collective conflicts (ingest.comm_summary; analysis.comm_classes reports them)."""
+    stream_waits: dict[str, list] | None = None
+    """CUDA stream waits on events (Kineto "Stream Wait Event"): per wait the waiting lane, its
+    correlation, the lane the event was recorded on and the record's correlation (the dependency
+    graph's event edges); None when the trace has none."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     """Format-specific facts kept for reports and debugging, never read by an analyzer (nsys pid,
     CUDA device ids, thread names, versions; Kineto nccl_version)."""

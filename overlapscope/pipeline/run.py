@@ -13,6 +13,7 @@ from typing import Any
 from ..analysis.result import Analysis
 from ..core.table import Run
 from ..ingest import ReadOptions, assemble, make_run, plan_jobs, trace_files
+from ..ingest.config_file import with_config
 from ..ingest.steps import DEFAULT_STEP_PATTERN
 from .cache import CacheConfig, read_cached
 from .distributed import map_ranks, reduce_outcomes
@@ -20,10 +21,11 @@ from .options import RunOptions
 from .pool import map_files
 
 
-def read_options(options: RunOptions) -> ReadOptions:
-    """The readers' share of RunOptions (the one place ReadOptions is built)."""
+def read_options(options: RunOptions, path: Path) -> ReadOptions:
+    """The readers' share of RunOptions (the one place ReadOptions is built); the comm patterns of
+    the run's config files (ingest/config_file.py) follow the command line's."""
     return ReadOptions(step_pattern=options.step_pattern or DEFAULT_STEP_PATTERN,
-                       comm_patterns=options.comm_patterns)
+                       comm_patterns=with_config(options.comm_patterns, path))
 
 
 def _options(options: RunOptions | None, fields: dict[str, Any]) -> RunOptions:
@@ -43,8 +45,16 @@ def analyze_run(path: str | Path, options: RunOptions | None = None, *, keep_eve
     """
     options = _options(options, fields)
     path = Path(path)
-    per_job = map_ranks(plan_jobs(trace_files(path)), read_options(options), options)
-    return reduce_outcomes(path, per_job, keep_events=keep_events)
+    per_job = map_ranks(plan_jobs(trace_files(path)), read_options(options, path), options)
+    return reduce_outcomes(path, per_job, keep_events=keep_events, cost=cost_config(options))
+
+
+def cost_config(options: RunOptions) -> "CostConfig":
+    """The cost model's share of RunOptions."""
+    from ..analysis.costmodel import CostConfig
+
+    return CostConfig(link_gbps=options.link_gbps, inter_node_gbps=options.inter_node_gbps,
+                      latency_us=options.latency_us)
 
 
 def load_run(path: str | Path, options: RunOptions | None = None, **fields: Any) -> Run:
@@ -55,6 +65,6 @@ def load_run(path: str | Path, options: RunOptions | None = None, **fields: Any)
     """
     options = _options(options, fields)
     path = Path(path)
-    ranks = assemble(map_files(read_cached, plan_jobs(trace_files(path)), read_options(options),
+    ranks = assemble(map_files(read_cached, plan_jobs(trace_files(path)), read_options(options, path),
                                CacheConfig(enabled=options.cache), workers=options.pool_workers))
     return make_run(path, ranks)

@@ -14,6 +14,7 @@ import pandas as pd
 from ..analysis.crossrank import bubble_summary, collective_summary
 from ..analysis.prefetch import worst_units
 from ..analysis.result import Analysis
+from .ep_cp import tables as ep_cp_tables
 from . import whatif_report
 
 MS = 1e6
@@ -137,6 +138,24 @@ def _unmatched(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
                     for r in u.head(10).itertuples(index=False)]
 
 
+def _comm_families(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
+    header = ["rule", "kernels", "count", "device ms", "device %", "example kernel"]
+    f = analysis.comm_families
+    if f is None or f.empty:
+        return header, []
+    return header, [[str(r.rule), str(r.kernels), str(r.count), _ms(r.device_ns), _pct(r.device_pct), str(r.example)[:70]]
+                    for r in f.itertuples(index=False)]
+
+
+def _comm_candidates(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
+    header = ["kernel", "ranks", "count", "device ms", "device %", "why", "to count it"]
+    c = analysis.comm_candidates
+    if c is None or c.empty:
+        return header, []
+    return header, [[str(r.name)[:70], str(r.ranks), str(r.count), _ms(r.device_ns), _pct(r.device_pct), str(r.why),
+                     f"--comm-pattern '{r.comm_pattern}'"] for r in c.head(10).itertuples(index=False)]
+
+
 def _prefetch(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
     header = ["unit", "pass", "rows", "mean gap ms", "max gap ms", "mean lead ms"]
     worst = worst_units(analysis.prefetch)
@@ -164,9 +183,12 @@ def sections(analysis: Analysis, *, per_step: bool = False) -> list[tuple[str, l
            ("Wait vs transfer by collective (matched across ranks)", *_wait_transfer(analysis)),
            ("Stragglers (who arrives last)", *_stragglers(analysis)),
            ("Collectives that could not be matched across ranks", *_unmatched(analysis)),
+           ("What counted as communication (rule, device-time share)", *_comm_families(analysis)),
+           ("Kernels counted as compute that look like communication", *_comm_candidates(analysis)),
            ("FSDP prefetch gaps (worst units)", *_prefetch(analysis)),
            ("Pipeline bubbles per stage", *_bubbles(analysis)),
            *whatif_report.sections(analysis)]
+    out += ep_cp_tables(analysis)
     return [s for s in out if s[2]]
 
 
@@ -202,7 +224,7 @@ def render_markdown(analysis: Analysis, *, per_step: bool = False) -> str:
 
 def _is_text(header: str) -> bool:
     return header.startswith(("rank", "worst", "scope", "collective", "group", "unit", "pass", "schedule",
-                              "op", "why", "key", "link", "flags", "ends on"))
+                              "op", "why", "key", "link", "flags", "ends on", "rule", "example", "kernel", "to count", "phase"))
 
 
 def _md_escape(text: str) -> str:
