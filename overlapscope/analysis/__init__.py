@@ -46,7 +46,7 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     overlap = overlap_by_step(ev, windows, sets=sets)
     overlap = pd.concat([overlap, overlap_bounds(ev, windows, overlap, sets=sets)], axis=1)
     out = {"windows": windows, "steps": overlap, "comm_on_compute": comm_on_compute_lanes(ev),
-           "graph": rank_graph(ev, windows, trace.meta.get("stream_waits"))}
+           "graph": rank_graph(ev, windows, trace.meta.stream_waits)}
     key_steps = []
     scopes = launch_scopes(ev, comm_rows)
     for column, keys in (
@@ -114,14 +114,8 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]], *, cost: CostConf
 
 
 def group_ranks(run: Run) -> dict[str, list[int]]:
-    """Process group name -> its ranks in group order, from the traces' pg_config."""
-    out: dict[str, list[int]] = {}
-    for trace in run.ranks:
-        for pg in trace.meta.get("pg_config") or []:
-            ranks = pg.get("ranks") if isinstance(pg, dict) else None
-            if pg.get("pg_name") is not None and isinstance(ranks, list) and all(isinstance(r, int) for r in ranks):
-                out[str(pg["pg_name"])] = ranks
-    return out
+    """Process group name -> its ranks in group order, from the ranks' RankMeta.process_groups."""
+    return {pg.name: list(pg.ranks) for trace in run.ranks for pg in trace.meta.process_groups if pg.ranks}
 
 
 def run_identity(run: Run) -> dict:
