@@ -42,7 +42,7 @@ def traces(run: Path) -> list[Path]:
 
 def json_bytes(run: Path) -> int:
     sys.path.insert(0, str(REPO))
-    from overlapscope.ingest.parallel import json_bytes as size_of
+    from overlapscope.pipeline.pool import json_bytes as size_of
 
     return sum(size_of(p) for p in traces(run))
 

@@ -16,9 +16,11 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "analyze": ("overlapscope.analysis", "analyze"),
     "Analysis": ("overlapscope.analysis.result", "Analysis"),
-    "load_run": ("overlapscope.ingest", "load_run"),
-    "Run": ("overlapscope.ingest.table", "Run"),
-    "RankTrace": ("overlapscope.ingest.table", "RankTrace"),
+    "analyze_run": ("overlapscope.pipeline.run", "analyze_run"),
+    "RunOptions": ("overlapscope.pipeline.options", "RunOptions"),
+    "load_run": ("overlapscope.pipeline.run", "load_run"),
+    "Run": ("overlapscope.core.table", "Run"),
+    "RankTrace": ("overlapscope.core.table", "RankTrace"),
     "OverlapscopeError": ("overlapscope.errors", "OverlapscopeError"),
     "capture": ("overlapscope.capture", "capture"),
 }

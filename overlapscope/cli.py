@@ -10,8 +10,8 @@ from typing import Callable
 import click
 
 from . import __version__
-from .scale_options import check_scale_options, scale_options
 from .errors import OverlapscopeError
+from .pipeline.options import RunOptions, run_options
 
 EXIT_UNUSABLE = 2
 
@@ -54,27 +54,6 @@ def main(verbose: int) -> None:
     logging.basicConfig(level=level, format="overlapscope: %(levelname)s: %(message)s", stream=sys.stderr)
 
 
-def run_options(func: Callable) -> Callable:
-    """Options every command that reads runs shares."""
-    func = click.option("--no-steps", is_flag=True, help="Analyze each rank as one window, ignoring step markers.")(func)
-    func = click.option("--step-pattern", default=None, metavar="REGEX",
-                        help="Names of step ranges (default: ProfilerStep#N or 'step N').")(func)
-    func = click.option("--comm-pattern", multiple=True, metavar="REGEX",
-                        help="Extra kernel-name pattern that counts as communication (repeatable).")(func)
-    return func
-
-
-def load_and_analyze(path: str, *, no_steps: bool = False, step_pattern: str | None = None,
-                     comm_pattern: tuple[str, ...] = ()):
-    """The one way every command turns a RUN argument into (Run, Analysis)."""
-    from .analysis import analyze
-    from .ingest import load_run
-    from .ingest.steps import DEFAULT_STEP_PATTERN
-
-    run = load_run(path, step_pattern=step_pattern or DEFAULT_STEP_PATTERN, comm_patterns=tuple(comm_pattern))
-    return run, analyze(run, no_steps=no_steps)
-
-
 @main.command()
 @click.argument("runs", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "markdown"]), default="table",
@@ -82,22 +61,17 @@ def load_and_analyze(path: str, *, no_steps: bool = False, step_pattern: str | N
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write here instead of stdout.")
 @click.option("--per-step", is_flag=True, help="Also show every step of every rank (table and markdown).")
 @run_options
-@scale_options
 @one_line_errors
-def analyze(runs: tuple[str, ...], fmt: str, output: str | None, per_step: bool, no_steps: bool,
-            step_pattern: str | None, comm_pattern: tuple[str, ...], no_cache: bool, workers: int | None,
-            scheduler: str | None) -> None:
+def analyze(runs: tuple[str, ...], fmt: str, output: str | None, per_step: bool, options: RunOptions) -> None:
     """Exposed communication of one or more runs.
 
     RUN is a directory of per-rank traces (*.json, *.json.gz, *.sqlite), one trace file, or an nsys export.
     """
-    from .analysis.distributed import analyze_path
+    from .pipeline.run import analyze_run
     from .report import json_report, tables
 
     # Analyze everything first: a bad RUN must stop the command before any number is printed.
-    check_scale_options(workers, scheduler)
-    results = [analyze_path(r, no_steps=no_steps, step_pattern=step_pattern, comm_patterns=comm_pattern,
-                            cache=not no_cache, workers=workers, scheduler=scheduler) for r in runs]
+    results = [analyze_run(r, options) for r in runs]
     if fmt == "json":
         text = json_report.to_json(results[0]) if len(results) == 1 else \
             "[" + ",\n".join(json_report.to_json(a) for a in results) + "]"

@@ -26,6 +26,7 @@ import pytest
 from overlapscope.errors import OverlapscopeError
 
 if TYPE_CHECKING:
+    from overlapscope.pipeline.options import RunOptions
     from overlapscope.report.gate import Thresholds, Verdict
 
 UPDATE = "--overlapscope-update-baseline"
@@ -86,13 +87,14 @@ class OverlapscopeGate:
         return Thresholds(**values)
 
     def check_run(self, run: str | Path, *, name: str | None = None, metrics: Iterable[str] | None = None,
-                  **thresholds: float) -> Verdict | None:
-        """Compare a run already on disk with this test's baseline (or record it); None when recording."""
-        from overlapscope import analyze, load_run
+                  options: RunOptions | None = None, **thresholds: float) -> Verdict | None:
+        """Compare a run already on disk with this test's baseline (or record it); None when recording.
+        options: how to read and analyze it (the CLI's run options)."""
+        from overlapscope.pipeline.run import analyze_run
         from overlapscope.report.gate_baseline import build_baseline
 
         try:
-            doc = build_baseline(analyze(load_run(run)))
+            doc = build_baseline(analyze_run(run, options))
             return self._judge(doc, name, None if metrics is None else tuple(metrics), self.thresholds(**thresholds))
         except OverlapscopeError as exc:
             self._log(f"unusable: {exc}")

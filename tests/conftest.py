@@ -13,6 +13,11 @@ from shared_data import REAL_TRACES
 MAY_SKIP = "OVERLAPSCOPE_TESTS_MAY_SKIP"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="Rewrite tests/golden/ from the current outputs instead of comparing with them.")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "needs_shared(*paths): reads these real-trace files or folders (tests/data/real)")
     config.addinivalue_line("markers", "needs_browser: drives headless Chromium")

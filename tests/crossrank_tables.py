@@ -5,7 +5,7 @@ from typing import Any
 
 import pandas as pd
 
-from overlapscope.ingest.table import make_table
+from overlapscope.core.table import make_table
 
 MS = 1_000_000
 US = 1_000

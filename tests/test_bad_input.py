@@ -92,12 +92,12 @@ def test_ranks_that_never_overlap_in_time_warn(tmp_path, caplog):
 
 
 def test_a_bug_is_one_line_too_never_a_traceback(monkeypatch):
-    import overlapscope.analysis.distributed as distributed
+    import overlapscope.pipeline.run as pipeline_run
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr(distributed, "analyze_path", broken)
+    monkeypatch.setattr(pipeline_run, "analyze_run", broken)
     result = run(str(BAD / "mixed_world_sizes"))
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.strip().splitlines() == [

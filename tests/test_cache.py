@@ -12,9 +12,9 @@ from click.testing import CliRunner
 
 from kineto_builder import KinetoTrace
 from overlapscope.cli import main
-from overlapscope.ingest import ReadOptions, read_job
-from overlapscope.ingest import cache as cache_mod
-from overlapscope.ingest.cache import LOCAL_DIR, CacheConfig, cached_read
+from overlapscope.ingest import ReadOptions
+from overlapscope.pipeline import cache as cache_mod
+from overlapscope.pipeline.cache import LOCAL_DIR, CacheConfig, cached_read, read_cached
 from overlapscope.ingest.kineto import read_kineto
 
 OPTIONS = {"step_pattern": "x", "comm_patterns": []}
@@ -143,11 +143,10 @@ def test_small_traces_and_disabled_cache_are_not_cached(tmp_path):
     assert reader.calls == 2 and not (tmp_path / LOCAL_DIR).exists() and not (tmp_path / "u").exists()
 
 
-def test_read_job_caches_kineto_through_the_registry(tmp_path, cfg):
+def test_read_cached_caches_kineto_through_the_registry(tmp_path, cfg):
     path = trace().write(tmp_path / "rank3.json")
-    options = ReadOptions(cache=cfg)
-    [cold] = read_job([path], options)
-    [warm] = read_job([path], options)
+    [cold] = read_cached([path], ReadOptions(), cfg)
+    [warm] = read_cached([path], ReadOptions(), cfg)
     same(cold, warm)
     assert len(entries(tmp_path / LOCAL_DIR)) == 1
 

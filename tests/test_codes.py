@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 from hypothesis import given, settings, strategies as st
 
-from overlapscope.analysis.codes import as_str, codes_names, isin, per_name, shared_codes
-from overlapscope.ingest.table import coded_categorical
+from overlapscope.core.codes import as_str, codes_names, isin, per_name, shared_codes
+from overlapscope.core.table import coded_categorical
 
 
 def cat(*values):

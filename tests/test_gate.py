@@ -122,7 +122,8 @@ def test_same_run_passes():
     assert result(verdict, "exposed_comm").status == "pass"
     assert result(verdict, "exposed_comm").worsening.estimate == 0
     # one rank, per-rank totals: a breakdown has one sample a side and cannot be decided
-    assert result(verdict, "exposed_comm_by_collective").status == "undecided"
+    assert result(verdict, "exposed_comm_by_collective").status == "inconclusive"
+    assert verdict.outcome == "inconclusive" and verdict.exit_status(strict=True) == 3
 
 
 def test_steady_increase_regresses_with_exact_bound_and_names_the_new_collective():
@@ -172,7 +173,8 @@ def test_large_but_noisy_change_passes_when_steps_do_not_pair():
     r = result(compare(gb.build_baseline(make_analysis({0: base})), current), "exposed_comm")
     assert r.worsening.method == "mann-whitney"
     assert r.worsening.estimate == 4 * MS > r.allowed == 2 * MS
-    assert r.worsening.lower == -16 * MS and r.status == "pass"
+    # the +-10 ms steps hide a 2 ms worsening: no verdict either way
+    assert r.worsening.lower == -16 * MS and r.status == "inconclusive" and r.detectable > 2 * MS
 
 
 def test_large_but_noisy_paired_change_passes():
@@ -180,7 +182,7 @@ def test_large_but_noisy_paired_change_passes():
     current = [b + d for b, d in zip(base, [12.0, -9.0, 8.0, -6.0, 10.0, 7.0])]
     r = result(compare(gb.build_baseline(make_analysis({0: base})), make_analysis({0: current})), "exposed_comm")
     # Walsh averages of the differences: median 3 ms > allowed 2 ms, but the bound (3rd smallest) is -6 ms
-    assert (r.worsening.estimate, r.worsening.lower, r.status) == (3 * MS, -6 * MS, "pass")
+    assert (r.worsening.estimate, r.worsening.lower, r.status) == (3 * MS, -6 * MS, "inconclusive")
 
 
 def test_improvement_is_not_a_failure():
@@ -313,8 +315,12 @@ def test_cli_exit_statuses_and_outputs(tmp_path, monkeypatch):
     worse = write(gb.build_baseline(make_analysis({0: shifted(BASE6, 8)})), tmp_path / "worse.json")
     wide = write(gb.build_baseline(make_analysis({0: BASE6}, world_size=8)), tmp_path / "wide.json")
     runner = CliRunner()
-    ok = runner.invoke(check_cmd, [same, "--baseline", base])
-    assert ok.exit_code == 0 and "PASS (0 of 4" in ok.output
+    ok = runner.invoke(check_cmd, [same, "--baseline", base, "--metric", "exposed_comm", "--metric", "overlap"])
+    assert ok.exit_code == 0 and "PASS (0 of 2" in ok.output
+    # per-rank breakdown totals of one rank cannot be decided: inconclusive, 0 unless --strict
+    blind = runner.invoke(check_cmd, [same, "--baseline", base])
+    assert blind.exit_code == 0 and "INCONCLUSIVE (2 of 4" in blind.output
+    assert runner.invoke(check_cmd, [same, "--baseline", base, "--strict"]).exit_code == 3
     junit, summary = tmp_path / "out" / "j.xml", tmp_path / "out" / "s.md"
     bad = runner.invoke(check_cmd, [worse, "--baseline", base, "--metric", "exposed_comm",
                                     "--junit", str(junit), "--summary", str(summary)])
@@ -415,7 +421,8 @@ def test_run_to_run_noise_of_the_baseline_runs_is_allowed():
     # typical step = median of the two runs = BASE6 + 1; each run strays 2 ms from the other: noise 2 x 1.5
     r = result(compare(base, make_analysis({0: shifted(BASE6, 3)}), metrics=["exposed_comm"]), "exposed_comm")
     assert (r.worsening.estimate, r.worsening.lower, r.noise, r.allowed) == (2 * MS, 2 * MS, 3 * MS, 3 * MS)
-    assert r.status == "pass"
+    # the runs stray by more than the 1.35 ms threshold: a worsening of that size could not be seen
+    assert r.status == "inconclusive" and r.detectable == 3 * MS and "stray by 2.000 ms" in r.advice
     r = result(compare(base, make_analysis({0: shifted(BASE6, 5)}), metrics=["exposed_comm"]), "exposed_comm")
     assert (r.worsening.estimate, r.status) == (4 * MS, "regression")
     from overlapscope.report.summary import describe
@@ -443,60 +450,118 @@ def cpu(exposed_by_rank, **kw):
     return make_analysis(exposed_by_rank, device="cpu", **kw)
 
 
-def test_cpu_only_runs_default_to_overlap_and_allow_the_step_spread():
-    # comm 40 ms, exposed 10..15 ms: overlap 75, 72.5 .. 62.5% on two ranks; the 12 values have
-    # quartiles 65 and 72.5 (numpy's linear rule), an IQR of 7.5 points in both runs
+# --- what the data can detect ------------------------------------------------------------------
+
+def test_step_detectable_shift_is_the_documented_power_formula():
+    from scipy.special import stdtrit
+
+    from overlapscope.report.gate_power import robust_sd, step_detectable
+    d = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    assert robust_sd(d) == pytest.approx(1.4826 * 1.5)  # MAD of 1..6 is 1.5
+    # paired: (t5(0.95) + t5(0.80)) * s_d / sqrt(6) * sqrt(pi/3)
+    expected = (stdtrit(5, 0.95) + stdtrit(5, 0.8)) * 1.4826 * 1.5 / math.sqrt(6) * math.sqrt(math.pi / 3)
+    assert step_detectable(np.zeros(6), d, True, 0.05) == pytest.approx(expected)
+    # independent 6 vs 6 of the same spread: pooled s, SE s * sqrt(1/6 + 1/6), 10 df
+    expected = (stdtrit(10, 0.95) + stdtrit(10, 0.8)) * 1.4826 * 1.5 * math.sqrt(1 / 3) * math.sqrt(math.pi / 3)
+    assert step_detectable(d, d + 5, False, 0.05) == pytest.approx(expected)
+    assert step_detectable(np.zeros(1), np.ones(1), True, 0.05) == math.inf
+    # a mostly tied sample (MAD 0) falls back to the sample sd
+    assert robust_sd(np.array([0.0, 0.0, 0.0, 3.0])) == pytest.approx(1.5)
+
+
+def test_run_level_test_pools_the_assumed_load_noise_with_the_runs_own():
+    from overlapscope.report.gate_power import run_level
+    # one baseline run: tau^2 = load 6^2 + (pi/2) * within^2 / n (within 1.4826 * MAD 2, n 4 steps)
+    r = run_level([np.array([40.0, 42, 44, 46])], np.array([30.0, 32, 34, 36]), load_sd=6.0, prior_df=4, alpha=0.05)
+    tau = math.sqrt(36 + math.pi / 2 * (1.4826 * 2) ** 2 / 4)
+    assert (r.shift.estimate, r.shift.method, r.runs) == (-10.0, "run-t", 1)
+    assert r.run_sd == pytest.approx(tau) and r.load_sd == pytest.approx(6.0)
+    assert r.shift.lower == pytest.approx(-10 - 2.131847 * tau * math.sqrt(2), rel=1e-6)
+    # three baseline runs whose medians spread by 1 (var 1): (4 * prior + 2 * 1) / 6, df 6
+    runs = [np.array([40.0, 42, 44, 46]) + d for d in (-1, 0, 1)]
+    r3 = run_level(runs, np.array([30.0, 32, 34, 36]), load_sd=6.0, prior_df=4, alpha=0.05)
+    assert r3.run_sd == pytest.approx(math.sqrt((4 * tau ** 2 + 2 * 1.0) / 6))
+    assert r3.detectable < r.detectable
+
+
+def cpu(exposed_by_rank, **kw):
+    return make_analysis(exposed_by_rank, device="cpu", **kw)
+
+
+def test_cpu_only_one_run_baseline_is_inconclusive_says_what_it_could_detect_and_what_to_record():
+    from overlapscope.report.summary import describe, text_report
     base = gb.build_baseline(cpu({0: BASE6, 1: BASE6}))
-    v = compare(base, cpu({0: shifted(BASE6, 3), 1: shifted(BASE6, 3)}))  # overlap -7.5 points per step
-    assert [r.metric.name for r in v.results] == ["overlap"]
-    assert v.notes[0].startswith("CPU-only runs: communication") and v.notes[1].startswith("CPU-only runs: a change")
+    v = compare(base, cpu({0: shifted(BASE6, 1), 1: shifted(BASE6, 1)}))  # overlap -2.5 points
     r = v.results[0]
-    assert (r.worsening.estimate, r.noise, r.noise_source, r.allowed, r.status) == (7.5, 7.5, "spread", 7.5, "pass")
-    from overlapscope.report.summary import describe, markdown, text_report
-    assert "allowed worsening 7.5 pp (the step-to-step spread of the runs)" in describe(r, 0.05)
-    assert "note: CPU-only runs" in text_report(v) and "### Notes" in markdown(v)
-    # one more ms per step (-10 points) is beyond the spread
-    r = compare(base, cpu({0: shifted(BASE6, 4), 1: shifted(BASE6, 4)})).results[0]
-    assert (r.worsening.estimate, r.allowed, r.status) == (10.0, 7.5, "regression")
-    # the same -7.5 points on GPU runs: default metrics, no spread allowance (10% of 68.75%)
-    gpu_base = gb.build_baseline(make_analysis({0: BASE6, 1: BASE6}))
-    v = compare(gpu_base, make_analysis({0: shifted(BASE6, 3), 1: shifted(BASE6, 3)}))
-    assert [r.metric.name for r in v.results] == list(DEFAULT_METRICS) and v.notes == ()
-    assert (result(v, "overlap").allowed, result(v, "overlap").status) == (6.875, "regression")
+    assert [x.metric.name for x in v.results] == ["overlap"] and r.model == "runs"
+    assert r.status == "inconclusive" and v.exit_code == 0 and v.exit_status(strict=True) == 3
+    assert r.detectable > r.threshold == pytest.approx(6.875)
+    line = describe(r, 0.05)
+    assert "overlap INCONCLUSIVE: -2.5 pp per step" in line and "1 baseline run" in line
+    assert f"can detect a worsening of {r.detectable:.1f} pp or more (80% power, 95% one-sided)" in line
+    assert "the threshold is 6.9 pp" in line and r.advice in line
+    assert "INCONCLUSIVE (1 of 1 metrics" in text_report(v)
+    # prefetch off: overlap 68.8% -> 0% is beyond any run-to-run drift: it fails
+    gone = compare(base, cpu({0: [40.0] * 6, 1: [40.0] * 6})).results[0]
+    assert gone.status == "regression" and "-68.8 pp per step (95%" in describe(gone, 0.05)
 
 
-def test_cpu_only_time_metrics_are_judged_when_named():
+def test_cpu_only_baseline_of_runs_that_agree_decides_a_large_threshold():
+    runs = [gb.build_baseline(cpu({0: shifted(BASE6, d), 1: shifted(BASE6, d)})) for d in (0, 0.2, 0.4, 0.6, 0.8)]
+    base = gb.combine(runs)
+    th = Thresholds(min_increase_points=20.0)
+    r = compare(base, cpu({0: shifted(BASE6, 0.4), 1: shifted(BASE6, 0.4)}), th).results[0]
+    assert r.status == "pass" and r.detectable <= 20.0
+    r = compare(base, cpu({0: shifted(BASE6, 0.4), 1: shifted(BASE6, 0.4)})).results[0]
+    assert r.status == "inconclusive" and "(--min-increase-points)" in r.advice
+
+
+def test_cpu_only_time_metrics_scale_the_assumed_load_noise_with_the_median():
     base = gb.build_baseline(cpu({0: BASE6, 1: BASE6}))
-    # exposed 10..15 ms twice over: quartiles 11 and 14 ms, a spread of 3 ms per step
-    r = result(compare(base, cpu({0: shifted(BASE6, 3), 1: shifted(BASE6, 3)}), metrics=["exposed_comm"]),
-               "exposed_comm")
-    assert (r.worsening.estimate, r.allowed, r.status) == (3 * MS, 3 * MS, "pass")
-    r = result(compare(base, cpu({0: shifted(BASE6, 3.5), 1: shifted(BASE6, 3.5)}), metrics=["exposed_comm"]),
-               "exposed_comm")
-    assert (r.worsening.estimate, r.status) == (3.5 * MS, "regression")
+    r = compare(base, cpu({0: shifted(BASE6, 1), 1: shifted(BASE6, 1)}), metrics=["exposed_comm"]).results[0]
+    # 35% of the 12.5 ms median: a one-run baseline cannot see 1.25 ms
+    assert r.status == "inconclusive" and r.worsening.method == "run-t"
+    assert r.detectable > 4 * 0.35 * 12.5 * MS
 
 
-def test_cpu_only_baseline_of_several_runs_allows_the_larger_of_their_noise_and_the_spread():
-    # exposed 10..15 ms: quartiles 11.25 and 13.75 ms, a spread of 2.5 ms in each run
-    base = gb.combine([gb.build_baseline(cpu({0: shifted(BASE6, d)})) for d in (0, 2)])
-    r = compare(base, cpu({0: shifted(BASE6, 3)}), metrics=["exposed_comm"]).results[0]
-    assert (r.noise, r.noise_source, r.allowed, r.status) == (3 * MS, "runs", 3 * MS, "pass")
-    base = gb.combine([gb.build_baseline(cpu({0: shifted(BASE6, d)})) for d in (0, 1)])
-    r = compare(base, cpu({0: shifted(BASE6, 3)}), metrics=["exposed_comm"]).results[0]
-    assert (r.noise, r.noise_source, r.allowed, r.status) == (2.5 * MS, "spread", 2.5 * MS, "pass")
-
-
-def test_cpu_only_rank_regressing_alone_beyond_the_spread_fails():
+def test_cpu_only_rank_regressing_alone_fails():
     base = gb.build_baseline(cpu({0: BASE6, 1: BASE6}))
-    r = compare(base, cpu({0: BASE6, 1: shifted(BASE6, 10)})).results[0]  # rank 1: overlap -25 points per step
+    r = compare(base, cpu({0: BASE6, 1: shifted(BASE6, 20)})).results[0]  # rank 1: overlap -50 points per step
     assert r.status == "regression"
-    assert [(f.kind, f.key, f.delta, f.significant) for f in r.findings if f.kind == "rank"] == [("rank", "1", 25.0, True)]
+    assert [(f.kind, f.key, f.delta, f.significant) for f in r.findings if f.kind == "rank"] == [("rank", "1", 50.0, True)]
 
 
-def test_step_spread_ignores_undefined_steps_and_counts_a_lone_step_as_no_spread():
-    import pandas as pd
+def test_gpu_steps_too_few_or_too_noisy_are_inconclusive_with_a_step_count_to_record():
+    base = [10.0, 30.0, 10.0, 30.0, 10.0, 30.0]
+    # other step numbers: unpaired, and the +-10 ms steps hide a 2 ms threshold
+    r = result(compare(gb.build_baseline(make_analysis({0: base})), make_analysis({0: base}, first_step=101)),
+               "exposed_comm")
+    assert r.status == "inconclusive" and r.model == "steps" and r.worsening.method == "mann-whitney"
+    need = math.ceil(6 * (r.detectable / r.threshold) ** 2)
+    assert r.advice.startswith(f"profile at least {need} steps per rank (--steps)")
+    one = result(compare(gb.build_baseline(make_analysis({0: [10.0]})), make_analysis({0: [10.0]})), "exposed_comm")
+    assert one.status == "inconclusive" and "too few samples (1 vs 1)" in one.note
 
-    from overlapscope.report.gate import _step_spread
-    # IQRs 0 (one step) and 1.0 (2 and 4: quartiles 2.5 and 3.5): root mean square sqrt(1/2)
-    spread = _step_spread([pd.Series([7.0]), pd.Series([np.nan, 2.0, 4.0])])
-    assert spread == math.sqrt(0.5)
+
+def test_percentage_metrics_change_in_points_only():
+    from overlapscope.report.summary import describe
+    # overlap 42.5% -> 0%: printed as -42.5 pp, never as a relative "-100.0%"
+    base = gb.build_baseline(make_analysis({0: [23.0] * 6}))
+    r = result(compare(base, make_analysis({0: [40.0] * 6})), "overlap")
+    line = describe(r, 0.05)
+    assert "-42.5 pp per step (95%" in line and "%;" not in line.split("per step")[1].split(")")[0]
+    exposed = describe(result(compare(base, make_analysis({0: [40.0] * 6})), "exposed_comm"), 0.05)
+    assert "(+73.9%; 95%" in exposed  # time metrics keep their relative change
+
+
+def test_junit_and_github_mark_inconclusive_as_skipped_and_warning(monkeypatch, tmp_path):
+    base = gb.build_baseline(cpu({0: BASE6, 1: BASE6}))
+    v = compare(base, cpu({0: BASE6, 1: BASE6}))
+    case = ET.fromstring(junit_xml(v)).find("testsuite/testcase")
+    skipped = case.find("skipped")
+    assert skipped is not None and "overlap INCONCLUSIVE" in skipped.get("message")
+    assert "can detect a worsening of" in skipped.get("message") and v.results[0].advice in skipped.get("message")
+    assert ET.fromstring(junit_xml(v)).find("testsuite").get("skipped") == "1"
+    lines = github_annotations(v)
+    assert lines and lines[0].startswith("::warning title=overlapscope overlap inconclusive::")
+    assert "⚪ inconclusive" in markdown(v) and "| smallest detectable |" in markdown(v)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from overlapscope.analysis import intervals as iv
+from overlapscope.core import intervals as iv
 
 
 def I(*pairs):

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 import overlapscope
 from kineto_builder import KinetoTrace
-from overlapscope.analysis.distributed import analyze_path
+from overlapscope.pipeline.run import analyze_run
 from overlapscope.cli import main
 from overlapscope.errors import OverlapscopeError
-from overlapscope.ingest import parallel
+from overlapscope.pipeline import pool as parallel
 
 BAD = Path(__file__).parent / "data" / "bad"
 
@@ -58,7 +58,7 @@ def assert_same_analysis(a, b):
 
 
 def serial(path):
-    return overlapscope.analyze(overlapscope.load_run(path, workers=1, cache=False))
+    return overlapscope.analyze(overlapscope.load_run(path, pool_workers=1, cache=False))
 
 
 def test_known_answer_and_serial_equals_process_pool(run_dir):
@@ -69,9 +69,9 @@ def test_known_answer_and_serial_equals_process_pool(run_dir):
     assert ref.run["rank_from"] == {"0": "distributedInfo", "1": "order", "2": "distributedInfo"}
     # The per-rank map saw rank 1 as -1 (unnumbered); the reduce must place its comm under rank 1.
     assert ref.collectives["rank"].value_counts().sort_index().to_dict() == {0: 2, 1: 2, 2: 2}
-    assert_same_analysis(ref, analyze_path(run_dir, pool_workers=2, cache=False))
-    assert_same_analysis(ref, analyze_path(run_dir, pool_workers=1, cache=False))
-    assert_same_analysis(ref, overlapscope.analyze(overlapscope.load_run(run_dir, workers=2, cache=False)))
+    assert_same_analysis(ref, analyze_run(run_dir, pool_workers=2, cache=False))
+    assert_same_analysis(ref, analyze_run(run_dir, pool_workers=1, cache=False))
+    assert_same_analysis(ref, overlapscope.analyze(overlapscope.load_run(run_dir, pool_workers=2, cache=False)))
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def dask_client():
 
 
 def test_dask_local_cluster_gives_the_serial_analysis(run_dir, dask_client):
-    assert_same_analysis(serial(run_dir), analyze_path(run_dir, client=dask_client, cache=False))
+    assert_same_analysis(serial(run_dir), analyze_run(run_dir, dask_client=dask_client, cache=False))
 
 
 def test_cli_scheduler_option_matches_the_default(run_dir, dask_client):
@@ -121,8 +121,8 @@ def test_errors_are_the_serial_ones(tmp_path, bad, dask_client):
     rank_trace(3, 0).write(d / "c.json")
     (d / "d.json").write_bytes(b"{")
     expected = _error_of(lambda: serial(d))
-    assert _error_of(lambda: analyze_path(d, pool_workers=2, cache=False)) == expected
-    assert _error_of(lambda: analyze_path(d, client=dask_client, cache=False)) == expected
+    assert _error_of(lambda: analyze_run(d, pool_workers=2, cache=False)) == expected
+    assert _error_of(lambda: analyze_run(d, dask_client=dask_client, cache=False)) == expected
     assert "b.json" in expected or "d.json" in expected
 
 
@@ -171,4 +171,4 @@ def test_jobs_keep_the_serial_reading_order_and_read_nsys_together(tmp_path):
 
 def test_nsys_export_same_analysis_on_the_pool(real_traces):
     path = real_traces / "nsys" / "mfu_2gpu_before.sqlite"
-    assert_same_analysis(serial(path), analyze_path(path, pool_workers=2, cache=False))
+    assert_same_analysis(serial(path), analyze_run(path, pool_workers=2, cache=False))

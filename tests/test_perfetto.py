@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from overlapscope import load_run
 from overlapscope.cli import main
-from overlapscope.ingest.table import RankTrace, Run, make_table
+from overlapscope.core.table import RankTrace, Run, make_table
 from overlapscope.report.perfetto import EXPOSED_TID, EXPOSED_TRACK, write_perfetto
 from shared_data import REAL_TRACES
 

@@ -4,13 +4,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..ingest.table import RankTrace, Run
+from ..core.table import RankTrace, Run
+from .bounds import bound_totals, overlap_bounds
 from .breakdown import exposed_by_key_and_step, exposed_by_key_of_intervals, launch_scopes
-from .codes import as_str, isin
+from ..core.codes import as_str, isin
+from .comm_classes import comm_classes
 from .crossrank import cross_rank_sections, rank_parts
+from .depgraph import rank_graph
 from .overlap import lane_sets, overlap_by_step, totals
 from .result import Analysis, OVERLAP_COLUMNS
 from .streams import comm_on_compute_lanes, diagnose as diagnose_streams
+from .whatif_sections import whatif_sections
 from .windows import step_windows
 
 __all__ = ["analyze", "analyze_rank", "combine", "Analysis", "OVERLAP_COLUMNS", "RANK_SECTIONS"]
@@ -35,8 +39,10 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     ev = trace.events
     comm_rows = isin(ev["kind"], ("comm",))
     sets = lane_sets(ev)  # merged compute/comm/copy, shared by every analyzer below
-    out = {"windows": windows, "steps": overlap_by_step(ev, windows, sets=sets),
-           "comm_on_compute": comm_on_compute_lanes(ev)}
+    overlap = overlap_by_step(ev, windows, sets=sets)
+    overlap = pd.concat([overlap, overlap_bounds(ev, windows, overlap, sets=sets)], axis=1)
+    out = {"windows": windows, "steps": overlap, "comm_on_compute": comm_on_compute_lanes(ev),
+           "graph": rank_graph(ev, windows)}
     key_steps = []
     for column, keys in (
         ("collective", as_str(ev["collective"])),
@@ -69,10 +75,15 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]]) -> Analysis:
     for trace, sec in zip(run.ranks, sections):
         diagnoses += diagnose_streams(trace.rank, sec["comm_on_compute"])
     cross = cross_rank_sections(run, [sec["cross_rank"] for sec in sections])
-    cross["diagnoses"] = diagnoses + cross["diagnoses"]
+    classes = comm_classes(run)
+    cross["diagnoses"] = classes.notes + diagnoses + cross["diagnoses"]
     comm_groups = cross.pop("comm_groups")
     if comm_groups is not None:
         sections = [_regrouped(trace.rank, sec, comm_groups) for trace, sec in zip(run.ranks, sections)]
+    hiding = whatif_sections(run, [sec["graph"] for sec in sections], [sec["windows"] for sec in sections], cross)
+    critical = hiding.pop("critical_comm")
+    per_step = per_step.merge(critical, on=["rank", "step"], how="left")
+    per_step["critical_comm_ns"] = per_step["critical_comm_ns"].fillna(0).astype(np.int64)
     return Analysis(
         run=run_identity(run),
         steps=per_step,
@@ -81,7 +92,11 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]]) -> Analysis:
         by_group=stacked("by_group"),
         by_scope=stacked("by_scope"),
         by_key_steps=stacked("by_key_steps"),
+        comm_families=classes.families, comm_candidates=classes.candidates,
+        collective_conflicts=classes.conflicts,
+        overlap_bounds=bound_totals(per_step),
         **cross,
+        **hiding,
     )
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import intervals as iv
-from .codes import codes_names, isin, per_name, shared_codes
+from ..core import intervals as iv
+from ..core.codes import codes_names, isin, per_name, shared_codes
 from .overlap import lane_sets, window_set
 
 # Annotations that say "a collective runs here" rather than which model part launched it.

@@ -22,8 +22,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from . import intervals as iv
-from .codes import isin, per_name, shared_codes
+from ..core import intervals as iv
+from ..core.codes import isin, per_name, shared_codes
 from .overlap import lane_sets
 
 BUBBLE_COLUMNS = ("rank", "step", "window_ns", "compute_ns", "bubble_ns", "bubble_pct", "theory_pct",

@@ -15,7 +15,7 @@ from typing import Mapping, NamedTuple
 import numpy as np
 import pandas as pd
 
-from . import intervals as iv
+from ..core import intervals as iv
 from .groups import infer_groups
 from .matching import P2P, MatchConfig, comm_rows, match_collectives
 from .overlap import lane_sets

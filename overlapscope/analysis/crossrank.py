@@ -10,8 +10,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..ingest.table import Run
-from . import intervals as iv
+from ..core.table import Run
+from ..core import intervals as iv
 from .bubbles import bubbles_of_ranks, microbatch_spans, stage_bubbles
 from .collectives import collectives_of_ranks, uncovered_set
 from .groups import rank_groups

@@ -26,9 +26,9 @@ from typing import Mapping, NamedTuple
 import numpy as np
 import pandas as pd
 
-from . import intervals as iv
+from ..core import intervals as iv
 from .clock import ClockOffsets, estimate_offsets
-from .codes import codes_names, isin, per_name, shared_codes
+from ..core.codes import codes_names, isin, per_name, shared_codes
 
 P2P = ("send", "recv")
 # Launching ranges that name the operation torch performed (not the model part that asked for it).

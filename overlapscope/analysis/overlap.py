@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import intervals as iv
-from .codes import isin
+from ..core import intervals as iv
+from ..core.codes import isin
 from .result import OVERLAP_COLUMNS
 
 

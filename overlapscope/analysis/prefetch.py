@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from . import intervals as iv
-from .codes import codes_names, isin, shared_codes
+from ..core import intervals as iv
+from ..core.codes import codes_names, isin, shared_codes
 from .overlap import lane_sets
 
 PREFETCH_COLUMNS = ("rank", "step", "unit", "pass", "prefetch_gap_ns", "lead_ns",

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from ..core.table import Run
 
 # Per-step and per-rank overlap columns, in report order.
 OVERLAP_COLUMNS = (
@@ -64,7 +67,34 @@ class Analysis:
     """rank, step, bubble_ns, bubble_pct, theory_pct, schedule, stages, microbatches."""
     pipeline_spans: pd.DataFrame = field(default_factory=pd.DataFrame)
     """rank, step, stage, action (F/B/I/W), microbatch, start_ns, end_ns: the Gantt view of a pipeline."""
+    comm_families: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """rule, kernels, example, count, device_ns, device_pct: which rule made which device work comm
+    (library rule, user rule or launch context) and its share of the run's device time."""
+    comm_candidates: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """name, ranks, count, device_ns, device_pct, why, comm_pattern: kernels counted as compute that
+    look like communication, and the --comm-pattern that would count them."""
+    collective_conflicts: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """collective (the op's, counted), kernel_collective (the kernel name's), kernel, count."""
     clock_offsets_ns: dict[int, int] = field(default_factory=dict)
     """Aligned time = recorded time + offset; the reference rank has 0."""
     diagnoses: list[str] = field(default_factory=list)
     """One-line explanations from the analyzers (prefetch late, straggler, comm on compute stream...)."""
+    overlap_bounds: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per rank over its steps: rank, window_ns, compute_ns, comm_ns, launch_bound_idle_ns, no_overlap_ns,
+    perfect_overlap_ns, overlap_efficiency_pct (bounds.py); the same columns per step are in `steps`."""
+    critical_steps: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per step: step, rank (where the critical path ends), path_ns, comm_on_path_ns, ranks_on_path, lanes_on_path."""
+    critical_path: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """The critical path's segments: step, order, rank, lane, kind (compute, comm, copy, lag, launch), label,
+    collective, group, scope, start_ns, end_ns (aligned clock)."""
+    collective_slack: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per matched collective: instance (as in `collectives`), step, group, collective, scope, pass, slack_ns,
+    on_critical_path, saved_ns (the step's span minus its span with this collective hidden)."""
+    whatif: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """key_type, key, steps, collectives, saved_ns, saved_per_step_ns, saved_pct: hiding every collective of
+    the key; most saved first."""
+    cost_model: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per collective with a known size: α-β expected times (ring, tree, flat), busbw vs link peak, flags."""
+    traces: Run | None = field(default=None, repr=False, compare=False)
+    """The event tables the numbers came from, kept only when asked (`analyze_run(keep_events=True)`:
+    the dashboard and the Perfetto export draw them); not part of any report."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .codes import codes_names, isin, per_name
+from ..core.codes import codes_names, isin, per_name
 
 
 def comm_on_compute_lanes(events: pd.DataFrame) -> pd.DataFrame:

@@ -16,7 +16,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from . import intervals as iv
+from ..core import intervals as iv
 
 KEYS = ("group", "collective", "op")
 WAIT_TRANSFER_COLUMNS = ("rank", *KEYS, "collectives", "wait_ns", "transfer_ns", "exposed_wait_ns",

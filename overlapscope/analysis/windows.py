@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
-from ..ingest.table import RankTrace
-from .codes import isin
+from ..core.table import RankTrace
+from ..core.codes import isin
 
 # Kinds that occupy a lane of work: what the windows must cover (sync and CPU ops do not).
 WORK_KINDS = ("compute", "comm", "memcpy", "memset")

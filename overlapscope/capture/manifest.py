@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..io_atomic import write_text
+
 log = logging.getLogger(__name__)
 
 SCHEMA = "overlapscope.manifest/1"
@@ -106,10 +108,8 @@ def _cpu_name() -> str:
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write to a temporary name and rename, so a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
-    os.replace(tmp, path)
+    """Write through io_atomic, so a reader never sees half a file."""
+    write_text(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
 def write_fragment(out_dir: Path, info: dict[str, Any]) -> None:

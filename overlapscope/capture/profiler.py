@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity
 
+from ..io_atomic import atomic_path
 from . import labels, manifest
 
 log = logging.getLogger(__name__)
@@ -163,9 +164,8 @@ class Session:
         rank = current_rank()
         final = out_dir / manifest.trace_name(rank)
         # export_chrome_trace gzips when the name ends in .gz; the hidden .part name matches no trace glob
-        part = out_dir / f".rank{rank}.trace.part.gz"
-        prof.export_chrome_trace(str(part))
-        os.replace(part, final)
+        with atomic_path(final, suffix=".gz") as part:
+            prof.export_chrome_trace(str(part))
         self._write_fragment(final.name)
         log.info("rank %d: trace written to %s", rank, final)
 

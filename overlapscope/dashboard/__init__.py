@@ -9,7 +9,10 @@ import logging
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from ..pipeline.options import RunOptions
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +30,7 @@ REGENERATOR_JS = "/assets/regenerator-runtime.js"
 _POLYFILL_TAG = re.compile(r'<script src="[^"]*/deps/polyfill@[^"]*"></script>')
 
 
-def create_app(paths: Sequence[str | Path], *, no_steps: bool = False, step_pattern: str | None = None,
-               comm_patterns: tuple[str, ...] = ()):
+def create_app(paths: Sequence[str | Path], options: RunOptions | None = None):
     """A Dash app for one run (or two to compare); runs that fail to load show their error on the page."""
     from .cache import FigureCache
     from .callbacks import register
@@ -38,8 +40,7 @@ def create_app(paths: Sequence[str | Path], *, no_steps: bool = False, step_patt
 
     if not 1 <= len(paths) <= 2:
         raise ValueError("the dashboard shows one run, or two to compare")
-    runs = [load_run_data(p, no_steps=no_steps, step_pattern=step_pattern, comm_patterns=comm_patterns)
-            for p in paths]
+    runs = [load_run_data(p, options) for p in paths]
     for r in runs:
         if not r.ok:
             log.warning("%s", r.error)

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import click
 
-from ..cli import one_line_errors, run_options
+from ..cli import one_line_errors
 from ..extras import require
+from ..pipeline.options import RunOptions, run_options
 
 
 @click.command()
@@ -14,8 +15,7 @@ from ..extras import require
               help="Address to bind; the default serves this machine only.")
 @run_options
 @one_line_errors
-def dashboard(runs: tuple[str, ...], port: int, host: str, no_steps: bool, step_pattern: str | None,
-              comm_pattern: tuple[str, ...]) -> None:
+def dashboard(runs: tuple[str, ...], port: int, host: str, options: RunOptions) -> None:
     """Serve the dashboard for RUN (and RUN2 to compare) and print its address."""
     if len(runs) > 2:
         raise click.UsageError("give one run, or two to compare")
@@ -23,7 +23,7 @@ def dashboard(runs: tuple[str, ...], port: int, host: str, no_steps: bool, step_
     from . import create_app, serve
 
     click.echo(f"overlapscope dashboard: reading {' and '.join(runs)} ...", err=True)
-    app = create_app(runs, no_steps=no_steps, step_pattern=step_pattern, comm_patterns=comm_pattern)
+    app = create_app(runs, options)
     click.echo(f"overlapscope dashboard: http://{host}:{port}/  (Ctrl-C to stop)")
     serve(app, host=host, port=port)
 
@@ -34,12 +34,11 @@ def dashboard(runs: tuple[str, ...], port: int, host: str, no_steps: bool, step_
               help="Write a Chrome-trace JSON (open in ui.perfetto.dev) with an exposed-comm track per rank.")
 @run_options
 @one_line_errors
-def export(run: str, out: str, no_steps: bool, step_pattern: str | None, comm_pattern: tuple[str, ...]) -> None:
+def export(run: str, out: str, options: RunOptions) -> None:
     """Export RUN as a Chrome trace with the exposed communication as an extra track."""
-    from ..cli import load_and_analyze
+    from ..pipeline.run import analyze_run
     from ..report.perfetto import write_perfetto
 
-    loaded, analysis = load_and_analyze(run, no_steps=no_steps, step_pattern=step_pattern,
-                                        comm_pattern=comm_pattern)
-    n = write_perfetto(loaded, out, no_steps=no_steps, clock_offsets_ns=analysis.clock_offsets_ns)
+    analysis = analyze_run(run, options, keep_events=True)
+    n = write_perfetto(analysis.traces, out, no_steps=options.no_steps, clock_offsets_ns=analysis.clock_offsets_ns)
     click.echo(f"wrote {out}: {n} events")

@@ -17,15 +17,14 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from ..analysis import analyze
-from ..analysis import intervals as iv
 from ..analysis.overlap import exposed_intervals
 from ..analysis.result import Analysis
 from ..analysis.windows import step_windows
+from ..core import intervals as iv
+from ..core.table import RankTrace, Run
 from ..errors import OverlapscopeError
-from ..ingest import load_run
-from ..ingest.steps import DEFAULT_STEP_PATTERN
-from ..ingest.table import RankTrace, Run
+from ..pipeline.options import RunOptions
+from ..pipeline.run import analyze_run
 
 log = logging.getLogger(__name__)
 
@@ -151,15 +150,15 @@ class RunData:
         return min(s for s, _ in spans), max(e for _, e in spans)
 
 
-def load_run_data(path: str | Path, *, no_steps: bool = False, step_pattern: str | None = None,
-                  comm_patterns: tuple[str, ...] = ()) -> RunData:
+def load_run_data(path: str | Path, options: RunOptions | None = None) -> RunData:
     """Read, analyze and lay out one run; a failure becomes a readable `error`, never an exception."""
+    options = options or RunOptions()
     path = str(path)
     label = Path(path.rstrip("/")).name or path
     try:
-        run = load_run(path, step_pattern=step_pattern or DEFAULT_STEP_PATTERN, comm_patterns=comm_patterns)
-        analysis = analyze(run, no_steps=no_steps)
-        ranks = [rank_view(trace, analysis, no_steps=no_steps) for trace in run.ranks]
+        analysis = analyze_run(path, options, keep_events=True)
+        run = analysis.traces
+        ranks = [rank_view(trace, analysis, no_steps=options.no_steps) for trace in run.ranks]
     except OverlapscopeError as exc:
         return RunData(path=path, label=label, error=str(exc))
     except Exception as exc:  # noqa: BLE001 - the page must say what broke rather than go blank

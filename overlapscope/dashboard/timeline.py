@@ -17,7 +17,7 @@ import base64
 
 import numpy as np
 
-from ..analysis import intervals as iv
+from ..core import intervals as iv
 from .data import ALL_STEPS, LANE_ORDER, Blocks, Lane, RunData, decimate
 from .figures import COLORS, collective_color
 

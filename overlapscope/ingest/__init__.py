@@ -1,4 +1,9 @@
-"""Readers: one per format, one event table out. `load_run` picks the reader by file type."""
+"""Readers: one per format, one event table out; `read_job` picks the reader by file type.
+
+This layer reads files and numbers ranks; it imports only `overlapscope.core` (the event table,
+interval and factorize helpers). Caching, process pools and Dask live above it, in
+`overlapscope.pipeline`, which also holds `load_run`.
+"""
 from __future__ import annotations
 
 import logging
@@ -8,12 +13,10 @@ from typing import Callable
 
 import orjson
 
+from ..core.table import RankTrace, Run
 from ..errors import OverlapscopeError, TraceError
-from .cache import CacheConfig, cached_read
 from .kineto import read_kineto
-from .parallel import map_files
 from .steps import DEFAULT_STEP_PATTERN
-from .table import RankTrace, Run
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +40,7 @@ READERS: dict[str, Callable[[list[Path], str, tuple[str, ...]], list[RankTrace]]
 }
 
 
-# Readers whose files hold exactly one rank: their tables are cached (ingest/cache.py).
+# Readers whose files hold exactly one rank: their tables are cached (pipeline/cache.py).
 CACHED_SUFFIXES = (".json", ".json.gz")
 # Readers that read each file on its own (so files can be read in parallel).
 PER_FILE_READERS = (_kineto,)
@@ -45,20 +48,26 @@ PER_FILE_READERS = (_kineto,)
 
 @dataclass(frozen=True, kw_only=True)
 class ReadOptions:
+    """What the readers need to know; built from `RunOptions` in one place (pipeline.run.read_options)."""
+
     step_pattern: str = DEFAULT_STEP_PATTERN
+    """Regex a step range's name fully matches (case-insensitive)."""
     comm_patterns: tuple[str, ...] = ()
-    cache: CacheConfig = CacheConfig()
+    """Extra kernel-name patterns that count as communication."""
+
+    def cache_key(self) -> dict:
+        """The options that change a reader's output, as a cache key part."""
+        return {"step_pattern": self.step_pattern, "comm_patterns": list(self.comm_patterns)}
 
 
 def read_job(paths: list[Path], options: ReadOptions) -> list[RankTrace]:
-    """The ranks in one job's trace files; a lone Kineto file goes through the Parquet cache."""
-    suffix = _suffix(paths[0])
-    reader = READERS[suffix]
-    if len(paths) == 1 and suffix in CACHED_SUFFIXES and options.cache.enabled:
-        key_options = {"step_pattern": options.step_pattern, "comm_patterns": list(options.comm_patterns)}
-        return [cached_read(paths[0], lambda p: reader([p], options.step_pattern, options.comm_patterns)[0],
-                            key_options, options.cache)]
-    return reader(paths, options.step_pattern, options.comm_patterns)
+    """The ranks in one job's trace files (see `plan_jobs`)."""
+    return READERS[_suffix(paths[0])](paths, options.step_pattern, options.comm_patterns)
+
+
+def cacheable(paths: list[Path]) -> bool:
+    """Is this job one file of a one-rank-per-file format (its table can be cached alone)?"""
+    return len(paths) == 1 and _suffix(paths[0]) in CACHED_SUFFIXES
 
 
 def _suffix(path: Path) -> str | None:
@@ -96,21 +105,6 @@ def load_manifest(path: Path) -> dict:
     except (OSError, orjson.JSONDecodeError) as exc:
         raise OverlapscopeError(f"unreadable run manifest ({exc})", manifest) from None
     return data if isinstance(data, dict) else {}
-
-
-def load_run(path: str | Path, *, step_pattern: str = DEFAULT_STEP_PATTERN,
-             comm_patterns: tuple[str, ...] = (), cache: bool = True, workers: int | None = None) -> Run:
-    """Read every rank of a run: a directory of per-rank traces, one trace file, or an nsys export.
-
-    Files are read on a process pool when the run is big enough to pay for one (`workers` caps
-    it; 1 reads in-process), through the Parquet cache unless `cache` is False.
-    """
-    path = Path(path)
-    files = trace_files(path)
-    options = ReadOptions(step_pattern=step_pattern, comm_patterns=tuple(comm_patterns),
-                          cache=CacheConfig(enabled=cache))
-    ranks = assemble(map_files(read_job, plan_jobs(files), options, workers=workers))
-    return make_run(path, ranks)
 
 
 def make_run(path: Path, ranks: list[RankTrace]) -> Run:

@@ -10,12 +10,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-# DESIGN.md "What counts as what": NCCL of every generation, RCCL/HCCL, and the NCCL-free
-# all-reduces (torch symmetric memory, vLLM custom all-reduce).
-DEFAULT_COMM_PATTERNS: tuple[str, ...] = (
-    r"nccl", r"rccl", r"hccl", r"multimem_", r"one_?shot_?all_?reduce",
-    r"two_?shot_?all_?reduce", r"cross_device_reduce",
-)
+from .comm_rules import RULES, CommRule, rule_set, token_collective
 
 # Checked in order: the first match wins (AllReduce before Reduce, ReduceScatter before Reduce...).
 _COLLECTIVE_RULES: tuple[tuple[str, str], ...] = (
@@ -33,15 +28,23 @@ _COLLECTIVE_RULES: tuple[tuple[str, str], ...] = (
 _COLLECTIVE_RE = [(re.compile(p, re.IGNORECASE), c) for p, c in _COLLECTIVE_RULES]
 
 
-def comm_regex(extra_patterns: Iterable[str] = ()) -> re.Pattern[str]:
-    patterns = list(DEFAULT_COMM_PATTERNS) + [p for p in extra_patterns if p]
-    return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
+def classify_kernels(names: Sequence[str], rules: Sequence[CommRule] = RULES) -> tuple[np.ndarray, np.ndarray]:
+    """Per distinct kernel name: the index of the first rule that matches it (-1: not comm) and
+    the collective it performs ('' when neither the rule nor the name says)."""
+    rule_of = np.full(len(names), -1, dtype=np.int64)
+    collective = np.full(len(names), "", dtype=object)
+    for i, name in enumerate(names):
+        for j, rule in enumerate(rules):
+            if rule.regex.search(name):
+                rule_of[i] = j
+                collective[i] = rule.collective or collective_of(name) or token_collective(name)
+                break
+    return rule_of, collective
 
 
 def is_comm_name(names: Sequence[str], extra_patterns: Iterable[str] = ()) -> np.ndarray:
-    """Boolean per distinct kernel name: does it run a collective?"""
-    rx = comm_regex(extra_patterns)
-    return np.fromiter((bool(rx.search(n)) for n in names), dtype=bool, count=len(names))
+    """Boolean per distinct kernel name: does a rule (user patterns first) claim it?"""
+    return classify_kernels(names, rule_set(tuple(extra_patterns)))[0] >= 0
 
 
 def collective_of(name: str) -> str:

@@ -16,13 +16,17 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
-from ..analysis.intervals import innermost_containing
+from ..core.intervals import innermost_containing
 from . import classify
-from .coded import Coded
+from ..core.coded import Coded
+from .classify import classify_kernels
+from .comm_context import collective_conflicts, decide, launch_context
+from .comm_rules import CommRule, is_comm_op, rule_set
+from .comm_summary import summarize
 from .kineto_parse import UNSET, Columns, columns_of_document, no_gc, read_columns
 from .kineto_parse import load_document, read_bytes  # noqa: F401 - re-exported: they lived here before
 from .steps import DEFAULT_STEP_PATTERN, step_ranges, steps_at
-from .table import RankTrace, coded_categorical, make_table
+from ..core.table import RankTrace, coded_categorical, make_table
 
 log = logging.getLogger(__name__)
 
@@ -101,13 +105,16 @@ def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: di
     rx = re.compile(step_pattern, re.IGNORECASE)
     step_rows = is_cpu & names.map(lambda n: bool(rx.fullmatch(n)), bool)
     steps = step_ranges(names.values(step_rows), start[step_rows], end[step_rows], step_pattern)
+    comm_meta: dict[str, Any] = {}
     if is_device.any():
-        parts = _gpu_events(cols, cats, names, start, end, is_device, is_launch, is_cpu, comm_patterns)
+        parts, comm_meta = _gpu_events(cols, cats, names, start, end, is_device, is_launch, is_cpu,
+                                       rule_set(comm_patterns))
     else:
         parts = _cpu_events(cols, cats, names, start, end, is_cpu)
     parts["step"] = steps_at(parts["launch_ns"], steps)
     events = make_table(-1 if rank is None else rank, **parts)
     meta = {k: info.get(k) for k in ("backend", "pg_config", "nccl_version") if info.get(k) is not None}
+    meta.update(comm_meta)
     if isinstance(top["deviceProperties"], list) and top["deviceProperties"]:
         meta["device_name"] = top["deviceProperties"][0].get("name")
     return RankTrace(
@@ -128,18 +135,13 @@ def _joined(*parts: tuple[np.ndarray, np.ndarray]) -> pd.Categorical:
 
 
 def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device, is_launch, is_cpu,
-                comm_patterns) -> dict[str, Any]:
+                rules: tuple[CommRule, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
     dev = np.flatnonzero(is_device)
     cpu = np.flatnonzero(is_cpu)
     dev_l = dev.tolist()
     threads = cols.tid.relabel("thread:{}".format)
-    # Distinct names are few: classify each once, map back through the codes.
-    comm_of = names.map_many(lambda u: classify.is_comm_name(u, comm_patterns), dev, bool)
-    coll_of = names.map_many(classify.collectives_of, dev)
     dev_kind = cats.map(lambda c: DEVICE_CATS[c], object, dev)
     is_kernel = dev_kind == "kernel"
-    dev_kind[is_kernel] = np.where(comm_of[is_kernel], "comm", "compute")
-    is_comm = dev_kind == "comm"
     streams = cols.arg(dev_l, "stream", None)
     dev_lane = Coded.of([f"stream:{s}" if s is not None else "stream:" + t
                          for s, t in zip(streams, cols.tid.values(dev).tolist())])
@@ -159,11 +161,21 @@ def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device,
     launch_code = np.full(dev.size, threads.uniques.size, dtype=np.int64)
     launch_code[found] = threads.codes[lau[pos[found]]]
 
-    collective = np.where(is_comm, coll_of, "").astype(object)
+    # What counts as comm (DESIGN.md "What counts as what"): a rule on the kernel's name, or a
+    # launch inside a communication op; the collective is the one that op names.
+    ops = cpu[names.map(is_comm_op, bool, cpu)]
+    context = launch_context(threads.values(ops), start[ops], end[ops], names.values(ops),
+                             launch_labels[launch_code], launch_ns)
+    rule_of, name_coll = names.map_parts(lambda u: classify_kernels(u, rules), dev)
+    verdict = decide(dev_kind, rule_of, name_coll, context, rules)
+    dev_kind = verdict.kind
+    is_comm = dev_kind == "comm"
+    collective = verdict.collective
     nbytes = np.full(dev.size, -1, dtype=np.int64)
     group = np.full(dev.size, "", dtype=object)
     seq = np.full(dev.size, -1, dtype=np.int64)
-    copies = np.flatnonzero((dev_kind == "memcpy") | (dev_kind == "memset"))
+    is_copy = np.isin(verdict.kind, ("memcpy", "memset")) | (is_comm & ~is_kernel)
+    copies = np.flatnonzero(is_copy)
     nbytes[copies] = [b if isinstance(b, int) else -1 for b in cols.arg(dev[copies].tolist(), "bytes", -1)]
     comm_idx = np.flatnonzero(is_comm)
     if comm_idx.size:
@@ -179,13 +191,22 @@ def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device,
                     args[j] = cols.args_dict(int(rpc[h]))
         for j, a in enumerate(args):
             k = comm_idx[j]
-            if not collective[k]:
-                collective[k] = classify.collective_from_arg(a.get("Collective name"))
-            nbytes[k] = _message_bytes(a, collective[k])
+            if not verdict.op_collective[k]:
+                # No op names the collective: record_param_comms' name does, else the kernel's.
+                collective[k] = classify.collective_from_arg(a.get("Collective name")) or collective[k]
+            size = _message_bytes(a, collective[k])
+            if size >= 0 or not is_copy[k]:  # a copy the collective launched keeps its own size
+                nbytes[k] = size
             pg = a.get("Process Group Name")
             group[k] = str(pg) if pg is not None else ""
             s = a.get("Seq", a.get("seq"))
             seq[k] = int(s) if isinstance(s, int) else -1
+
+    dev_names = names.values(dev)
+    comm_meta = {"comm_classification": {
+        **summarize(dev_names, dev_kind, dev_lane.values(np.arange(dev.size)), start[dev], end[dev], verdict.comm_by),
+        "collective_conflicts": collective_conflicts(dev_names[is_comm], verdict.name_collective[is_comm],
+                                                     collective[is_comm])}}
 
     # String columns go to the table as categoricals built from codes: no string hashed per row.
     # Device rows are factorized (few); CPU rows take their kind from the category's code, and
@@ -206,7 +227,7 @@ def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device,
         "correlation": np.concatenate([corr, np.full(cpu.size, -1, np.int64)]),
         "launch_ns": np.concatenate([launch_ns, start[cpu]]),
         "launch_lane": coded_categorical(np.concatenate([launch_code, threads.codes[cpu]]), launch_labels),
-    }
+    }, comm_meta
 
 
 def _message_bytes(args: dict[str, Any], collective: str) -> int:

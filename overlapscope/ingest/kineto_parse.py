@@ -23,7 +23,7 @@ import numpy as np
 import orjson
 
 from ..errors import TraceError
-from .coded import Coded
+from ..core.coded import Coded
 
 try:  # ISA-L inflates gzip about twice as fast as zlib (the optional [fast] extra)
     from isal import isal_zlib as _inflate

@@ -19,10 +19,13 @@ import pandas as pd
 
 from overlapscope.errors import TraceError
 from overlapscope.ingest import nsys_schema as S
-from overlapscope.ingest.classify import collective_of, is_comm_name
+from overlapscope.ingest.classify import classify_kernels
+from overlapscope.ingest.comm_context import collective_conflicts, decide, launch_context
+from overlapscope.ingest.comm_rules import CommRule, is_comm_op, rule_set
+from overlapscope.ingest.comm_summary import summarize
 from overlapscope.ingest.nsys_nvtx import NvtxRanges, attach_nccl, read_nvtx
 from overlapscope.ingest.steps import DEFAULT_STEP_PATTERN, step_ranges, steps_at
-from overlapscope.ingest.table import RankTrace, make_table
+from overlapscope.core.table import RankTrace, make_table
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +103,8 @@ def _read_export(path: Path, *, source: Path, step_pattern: str, comm_patterns: 
                 raise TraceError(f"not an nsys export with CUDA kernels ({what}); profile with `nsys profile "
                                  "--trace=cuda,nvtx` and export with `nsys export --type sqlite`", source)
             info = S.export_info(conn, schema)
-            dev = _read_device(conn, schema, source, comm_patterns)
+            rules = rule_set(comm_patterns)
+            dev = _read_device(conn, schema, source, rules)
             if dev["start"].size == 0 or not dev["gpu"].any():
                 raise TraceError("no GPU activity (no kernels, memcpy or memset rows)", source)
             keys = np.unique(dev["key"][dev["gpu"]])
@@ -115,7 +119,8 @@ def _read_export(path: Path, *, source: Path, step_pattern: str, comm_patterns: 
         rows = np.flatnonzero(dev["key"] == key)
         out.append(_build_process(int(key), rows, dev, nvtx.subset(key), offset, str(source),
                                   step_pattern=None if no_steps else step_pattern,
-                                  hostname=info["hostname"], threads=threads, procs=procs, info=info))
+                                  hostname=info["hostname"], threads=threads, procs=procs, info=info,
+                                  rules=rules))
     return out
 
 
@@ -145,7 +150,7 @@ def _device_select(schema: S.Schema, table: str, kind: int) -> str | None:
 _DEVICE_COLS = ("kind", "start", "end", "stream", "device", "corr", "key", "a", "b", "c", "bytes", "launch", "gtid")
 
 
-def _read_device(conn: Any, schema: S.Schema, source: Path, comm_patterns: tuple[str, ...]) -> dict[str, np.ndarray]:
+def _read_device(conn: Any, schema: S.Schema, source: Path, rules: tuple[CommRule, ...]) -> dict[str, np.ndarray]:
     arms = [s for s in (_device_select(schema, t, k) for t, k in
                         ((KERNEL, _KERNEL), (MEMCPY, _MEMCPY), (MEMSET, _MEMSET), (SYNC, _SYNC))) if s]
     if not arms:
@@ -165,12 +170,11 @@ def _read_device(conn: Any, schema: S.Schema, source: Path, comm_patterns: tuple
     inverse, first = _combo_codes(dev)
     combos = np.stack([dev["kind"], dev["a"], dev["b"], dev["c"]], axis=1)[first]
     names = _combo_names(conn, schema, combos)
-    kinds = np.array(["compute", "memcpy", "memset", "sync"], dtype=object)[combos[:, 0]]
+    kinds = np.array(["kernel", "memcpy", "memset", "sync"], dtype=object)[combos[:, 0]]
     is_kernel = combos[:, 0] == _KERNEL
-    comm = is_kernel & is_comm_name(list(names), comm_patterns)
-    kinds[comm] = "comm"
-    collectives = np.array([collective_of(n) if c else "" for n, c in zip(names, comm)], dtype=object)
-    dev.update(name=names[inverse], kind_name=kinds[inverse], collective=collectives[inverse])
+    rule_of, collectives = classify_kernels(list(names), rules)
+    rule_of[~is_kernel] = -1
+    dev.update(name=names[inverse], kind_name=kinds[inverse], rule=rule_of[inverse], name_coll=collectives[inverse])
     dev["gpu"] = dev["kind"] != _SYNC  # sync rows alone do not make a process a GPU process
     return dev
 
@@ -214,7 +218,7 @@ def _combo_names(conn: Any, schema: S.Schema, combos: np.ndarray) -> np.ndarray:
 
 def _build_process(key: int, rows: np.ndarray, dev: dict[str, np.ndarray], nvtx: NvtxRanges, offset: int,
                    source: str, *, step_pattern: str | None, hostname: str, threads: dict[int, str],
-                   procs: dict[int, str], info: dict[str, Any]) -> _Process:
+                   procs: dict[int, str], info: dict[str, Any], rules: tuple[CommRule, ...]) -> _Process:
     pid = key & _TID_MASK
     gpu_rows = rows[dev["gpu"][rows]]
     devices = tuple(int(d) for d in np.unique(dev["device"][gpu_rows]))
@@ -222,17 +226,31 @@ def _build_process(key: int, rows: np.ndarray, dev: dict[str, np.ndarray], nvtx:
     known = launch >= 0
     launch_ns = np.where(known, launch + offset, -1)
     launch_tid = np.where(known, dev["gtid"][rows] & _TID_MASK, -1)
+    nvtx = nvtx.shifted(offset)
+    # Launch context: NVTX ranges of communication ops (torch's, and NCCL's own domain).
+    launch_lane = np.where(known, _labels("thread:", launch_tid), "")
+    # Launch context from torch's communication ranges; NCCL's own domain (ncclGroupEnd...) launches
+    # only NCCL kernels, which the name rules know, and attach_nccl reads it below.
+    ops = _comm_ops(nvtx)
+    context = launch_context(_labels("thread:", nvtx.tid[ops]), nvtx.start_ns[ops], nvtx.end_ns[ops],
+                             nvtx.name[ops], launch_lane, launch_ns)
+    verdict = decide(dev["kind_name"][rows], dev["rule"][rows], dev["name_coll"][rows], context, rules)
     device_cols = {
         "lane": _labels("stream:", dev["stream"][rows]),
-        "kind": dev["kind_name"][rows], "name": dev["name"][rows],
+        "kind": verdict.kind, "name": dev["name"][rows],
         "start_ns": dev["start"][rows] + offset, "end_ns": dev["end"][rows] + offset,
-        "collective": dev["collective"][rows], "bytes": dev["bytes"][rows].copy(),
+        "collective": verdict.collective, "bytes": dev["bytes"][rows].copy(),
         "group": np.full(rows.size, "", dtype=object), "correlation": dev["corr"][rows],
-        "launch_ns": launch_ns, "launch_lane": np.where(known, _labels("thread:", launch_tid), ""),
+        "launch_ns": launch_ns, "launch_lane": launch_lane,
     }
     device_cols["bytes"][device_cols["kind"] == "sync"] = -1
-    nvtx = nvtx.shifted(offset)
     attach_nccl(device_cols, launch_tid, nvtx)
+    is_comm = verdict.kind == "comm"
+    classification = {
+        **summarize(device_cols["name"], verdict.kind, device_cols["lane"], device_cols["start_ns"],
+                    device_cols["end_ns"], verdict.comm_by),
+        "collective_conflicts": collective_conflicts(device_cols["name"][is_comm], verdict.name_collective[is_comm],
+                                                     device_cols["collective"][is_comm])}
     steps = _steps(nvtx, step_pattern)
     device_cols["step"] = steps_at(launch_ns, steps)
     cols = _concat(device_cols, nvtx.as_columns(steps_at(nvtx.start_ns, steps)))
@@ -243,12 +261,20 @@ def _build_process(key: int, rows: np.ndarray, dev: dict[str, np.ndarray], nvtx:
         "nsys_version": info.get("nsys_version", ""), "schema_version": info.get("schema_version", ""),
         "threads": {str(t): threads.get((key << 24) | t, "") for t in sorted(used_tids)},
         "launches_unmatched": int((~known & dev["gpu"][rows]).sum()),
+        "comm_classification": classification,
     }
     gpus = info.get("gpus", {})
     if gpus and len(devices) == 1 and devices[0] in gpus:
         meta["gpu_name"] = gpus[devices[0]]
     return _Process(source=source, key=key, pid=pid, devices=devices, hostname=hostname, columns=cols,
                     steps=steps, meta=meta)
+
+
+def _comm_ops(nvtx: NvtxRanges) -> np.ndarray:
+    """NVTX ranges of torch communication calls (decided once per distinct name)."""
+    code, uniq = S.codes(nvtx.name)
+    is_op = np.array([is_comm_op(str(u)) for u in uniq], dtype=bool)[code] if code.size else np.zeros(0, bool)
+    return np.flatnonzero(is_op & ~nvtx.nccl)
 
 
 def _steps(nvtx: NvtxRanges, pattern: str | None) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from overlapscope.analysis.intervals import innermost_containing
+from overlapscope.core.intervals import innermost_containing
 from overlapscope.ingest import nsys_schema as S
 from overlapscope.ingest.classify import collective_of
 

@@ -1,21 +1,20 @@
-"""The CI gate: a baseline from one run, and a noise-aware comparison of a later run against it.
+"""The CI gate: a baseline from one or more runs, and a noise-aware comparison of a later run against it.
 
 A baseline is plain JSON (schema `overlapscope.baseline/1`, no pickle) holding per rank and step
 the overlap numbers, the per-collective/group/scope exposed time, and the run's identity.
-`compare()` decides per metric from the per-step samples: a metric regresses only when the
-shift is significant (its one-sided lower confidence bound is above 0; Hodges-Lehmann with exact
-rank-based bounds, paired by step when both runs have the same steps, see gate_stats) and its
-estimate is larger than the allowance; then it names the ranks, collectives, groups and scopes that
-moved most. The allowance is the thresholds, or the run-to-run noise when larger: measured by a
-baseline of several runs, and for CPU-only runs at least the step-to-step spread of the runs
-(machine load moves such runs as a whole).
+`compare()` decides per metric, with three verdicts: regression (the worsening is significant and
+larger than the allowance), pass, and inconclusive (the data could not have detected a worsening
+of the threshold's size: too few steps, spread larger than the threshold, too few baseline runs).
+Where the noise comes from depends on the device (NOISE_RULES): on GPUs the per-step samples
+carry it (Hodges-Lehmann with exact rank-based bounds, paired by step when both runs have the same
+steps, see gate_stats), plus the run-to-run noise a baseline of several runs shows; on CPU-only
+runs machine load moves whole runs, so the run is the unit (gate_power.run_level).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
@@ -25,7 +24,44 @@ from overlapscope.errors import OverlapscopeError
 from overlapscope.report import gate_baseline as gb
 from overlapscope.report.gate_metrics import (DEFAULT_METRICS, HOST_DEFAULT_METRICS, HOST_DEFAULT_NOTE, METRICS,  # noqa: F401
                                               Metric, Thresholds)
+from overlapscope.report.gate_power import RunLevel, run_level, run_level_detectable, step_detectable
 from overlapscope.report.gate_stats import Shift, paired_shift, shift
+
+_NS_PER_MS = 1_000_000
+
+@dataclass(frozen=True, kw_only=True)
+class NoiseRule:
+    """Where a metric's noise comes from on one device kind (README, "Where the noise comes from")."""
+
+    model: str
+    """"steps": the per-step samples carry the noise (device-timed kernels: a step's time does not depend
+    on the host's load), plus the run-to-run noise of a baseline of several runs; "runs": the run is the
+    unit (host-timed runs: load moves a whole run, so its steps are not independent samples)."""
+    load_sd_points: float = 0.0
+    """"runs" model, percentage metrics: how far machine load moves one run's median (sd, points),
+    assumed until the baseline has runs enough to measure it."""
+    load_sd_fraction: float = 0.0
+    """"runs" model, time metrics: the same as a fraction of the baseline median (load scales times)."""
+    prior_df: float = 0.0
+    """"runs" model: the weight of that assumption, in runs' worth of degrees of freedom (a baseline of
+    k runs adds k - 1 of its own)."""
+
+    def load_sd(self, metric: Metric, baseline_median: float) -> float:
+        if metric.unit == "pct":
+            return self.load_sd_points
+        return self.load_sd_fraction * abs(baseline_median) if math.isfinite(baseline_median) else 0.0
+
+
+NOISE_RULES: dict[str, NoiseRule] = {
+    "gpu": NoiseRule(model="steps"),
+    # Measured with tests/gate_false_alarm_rate.py on FSDP2 (gloo, 2 ranks) on a loaded 2-core VM, see README.
+    "cpu": NoiseRule(model="runs", load_sd_points=6.0, load_sd_fraction=0.35, prior_df=4.0),
+}
+
+
+def device_kind(baseline: dict[str, Any], current: dict[str, Any]) -> str:
+    """"cpu" when both runs are CPU-only (host-timed communication), else "gpu"."""
+    return "cpu" if is_host_timed(baseline) and is_host_timed(current) else "gpu"
 
 
 @dataclass(frozen=True)
@@ -47,7 +83,8 @@ class Finding:
 class MetricResult:
     metric: Metric
     status: str
-    """"regression", "pass", "improved", or "undecided" (too few samples to ever be significant)."""
+    """"regression", "pass", "improved", or "inconclusive" (the data could not have detected a worsening
+    of the threshold's size; see detectable and advice)."""
     baseline_median: float
     current_median: float
     worsening: Shift
@@ -58,8 +95,16 @@ class MetricResult:
     noise: float = 0.0
     """The noise allowance (0 when none applies); see noise_source."""
     noise_source: str = ""
-    """"runs": how far the baseline's own runs stray from each other, times noise_factor; "spread": the
-    step-to-step spread of the runs (CPU-only runs), when larger; "" when none."""
+    """"runs": how far the baseline's own runs stray from each other, times noise_factor (steps model);
+    "run-to-run": the sd of one run's median (runs model); "" when none."""
+    detectable: float = math.inf
+    """The smallest worsening this comparison finds with probability `power` (gate_power); inf: none."""
+    threshold: float = math.nan
+    """The thresholds' allowance alone (without noise): the size of change the gate is asked to find."""
+    model: str = "steps"
+    """The noise model used (NoiseRule.model)."""
+    advice: str = ""
+    """For an inconclusive result: what to record instead."""
 
 
 @dataclass(frozen=True)
@@ -71,19 +116,35 @@ class Verdict:
     warnings: tuple[str, ...] = field(default_factory=tuple)
     baseline_runs: int = 1
     notes: tuple[str, ...] = field(default_factory=tuple)
-    """How the gate chose its metrics or noise allowance, when that depends on the runs."""
+    """How the gate chose its metrics or noise model, when that depends on the runs."""
 
     @property
     def regressions(self) -> tuple[MetricResult, ...]:
         return tuple(r for r in self.results if r.status == "regression")
 
     @property
+    def inconclusive(self) -> tuple[MetricResult, ...]:
+        return tuple(r for r in self.results if r.status == "inconclusive")
+
+    @property
     def passed(self) -> bool:
         return not self.regressions
 
     @property
+    def outcome(self) -> str:
+        """"regression", "inconclusive" (no regression, but some metric could not be decided) or "pass"."""
+        return "regression" if self.regressions else ("inconclusive" if self.inconclusive else "pass")
+
+    def exit_status(self, strict: bool = False) -> int:
+        """0 pass, 1 regression; inconclusive is 0, or 3 when strict."""
+        return {"regression": 1, "inconclusive": 3 if strict else 0, "pass": 0}[self.outcome]
+
+    @property
     def exit_code(self) -> int:
-        return 0 if self.passed else 1
+        return self.exit_status()
+
+
+EXIT_INCONCLUSIVE_STRICT = 3
 
 
 def is_host_timed(doc: dict[str, Any]) -> bool:
@@ -92,7 +153,7 @@ def is_host_timed(doc: dict[str, Any]) -> bool:
 
 
 def default_metrics(baseline: dict[str, Any], current: dict[str, Any]) -> tuple[str, ...]:
-    return HOST_DEFAULT_METRICS if is_host_timed(baseline) and is_host_timed(current) else DEFAULT_METRICS
+    return HOST_DEFAULT_METRICS if device_kind(baseline, current) == "cpu" else DEFAULT_METRICS
 
 
 def compare(baseline: dict[str, Any], current: Analysis | dict[str, Any], thresholds: Thresholds = Thresholds(),
@@ -113,18 +174,17 @@ def compare(baseline: dict[str, Any], current: Analysis | dict[str, Any], thresh
         raise OverlapscopeError(f"unknown metric {', '.join(unknown)}; known: {', '.join(METRICS)}")
     warnings = gb.check_compatible(baseline, current_doc)
     base_runs = gb.split_runs(baseline)
-    # On GPUs the per-step samples carry the noise that matters. On CPU-only runs machine load moves
-    # whole runs (a few baseline runs rarely see every load), so a change must also exceed the
-    # step-to-step spread of the runs: an unchanged run may drift that far.
-    spread = is_host_timed(baseline) and is_host_timed(current_doc)
-    if spread:
-        notes.append("CPU-only runs: a change must also exceed the step-to-step spread (interquartile range) of the "
-                     "runs, as far as machine load moves an unchanged run")
+    rule = NOISE_RULES[device_kind(baseline, current_doc)]
+    if rule.model == "runs":
+        notes.append(f"CPU-only runs: machine load moves whole runs, so each run's median is one sample; "
+                     f"{len(base_runs)} baseline run{'s' if len(base_runs) > 1 else ''}, the run-to-run noise "
+                     f"assumed until measured: {rule.load_sd_points:g} points, {100 * rule.load_sd_fraction:g}% of "
+                     f"times (worth {rule.prior_df:g} runs)")
     results = []
     for name in names:
         metric = METRICS[name]
         judge = _judge_steps if metric.section == "steps" else _judge_breakdown
-        results.append(judge(metric, base_runs, current_doc, thresholds, spread))
+        results.append(judge(metric, base_runs, current_doc, thresholds, rule))
     return Verdict(tuple(results), thresholds, baseline.get("run", {}), current_doc.get("run", {}), tuple(warnings),
                    len(base_runs), tuple(notes))
 
@@ -137,19 +197,39 @@ class _Assessment:
     base_median: float
     cur_median: float
     noise_source: str = ""
+    detectable: float = math.inf
+    threshold: float = math.nan
+    run_level: RunLevel | None = None
 
     @property
     def status(self) -> str:
-        return _status(self.worse, self.allowed)
+        w = self.worse
+        if not w.decidable:
+            return "inconclusive"
+        if _regressed(w, self.allowed):
+            return "regression"
+        if w.upper < 0 and w.estimate < -self.allowed:
+            return "improved"
+        return "inconclusive" if not self.detectable <= self.threshold else "pass"
 
 
-def _assess(base_runs: list[pd.Series], cur: pd.Series, worse: int, floor: Callable[[float], float],
-            th: Thresholds, alpha: float, spread: bool = False, spread_floor: float = 0.0) -> _Assessment:
-    """Shift of `cur` over the baseline's typical value per unit (the median over its runs), and the
-    allowance: the thresholds, or the run-to-run noise when larger - how far the baseline's own runs
-    stray from each other, and with spread=True at least the step-to-step spread of the runs (and
-    spread_floor: a rank's steps may spread less than the whole run's, which drifts as a whole)."""
+def _assess(metric: Metric, base_runs: list[pd.Series], cur: pd.Series, th: Thresholds, alpha: float,
+            rule: NoiseRule) -> _Assessment:
+    """Shift of `cur` over the baseline in the worse direction, the allowance and what the data could detect.
+
+    steps model: the shift over the baseline's typical value per unit (the median over its runs), the
+    allowance the thresholds or, when larger, the run-to-run noise: how far the baseline's own runs stray
+    from each other. runs model: gate_power.run_level, the allowance the thresholds.
+    """
+    worse = metric.worse
     typical = _typical(base_runs)
+    b_med = _median(typical.to_numpy())
+    threshold = th.allowed(metric, b_med)
+    cur_med = _median(cur.to_numpy())
+    if rule.model == "runs":
+        rl = run_level([b.to_numpy(np.float64) * worse for b in base_runs], cur.to_numpy(np.float64) * worse,
+                       load_sd=rule.load_sd(metric, b_med), prior_df=rule.prior_df, alpha=alpha, power=th.power)
+        return _Assessment(rl.shift, threshold, rl.run_sd, b_med, cur_med, "run-to-run", rl.detectable, threshold, rl)
     shift_ = _worsening(typical, cur, worse, alpha)
     noise, source = 0.0, ""
     if len(base_runs) >= 2:
@@ -160,23 +240,12 @@ def _assess(base_runs: list[pd.Series], cur: pd.Series, worse: int, floor: Calla
             if math.isfinite(estimate):
                 noise = max(noise, abs(estimate))
         noise, source = noise * th.noise_factor, "runs"
-    if spread:
-        step_spread = max(_step_spread(base_runs + [cur]), spread_floor)
-        if step_spread > noise:
-            noise, source = step_spread, "spread"
-    b_med = _median(typical.to_numpy())
-    return _Assessment(shift_, max(floor(b_med), noise), noise, b_med, _median(cur.to_numpy()), source)
-
-
-def _step_spread(runs: list[pd.Series]) -> float:
-    """Root mean square of the runs' interquartile ranges of per-step values."""
-    iqrs = []
-    for run in runs:
-        values = run.to_numpy(np.float64)
-        values = values[np.isfinite(values)]
-        q1, q3 = np.percentile(values, [25, 75]) if values.size >= 2 else (0.0, 0.0)
-        iqrs.append(float(q3 - q1))
-    return math.sqrt(sum(v * v for v in iqrs) / len(iqrs))
+    paired = shift_.method in ("wilcoxon", "paired-t")
+    b_vals, c_vals = typical.to_numpy(np.float64), cur.to_numpy(np.float64)
+    if paired:
+        c_vals = cur.reindex(typical.index).to_numpy(np.float64)
+    detectable = max(step_detectable(b_vals, c_vals, paired, alpha, th.power), noise)
+    return _Assessment(shift_, max(threshold, noise), noise, b_med, cur_med, source, detectable, threshold)
 
 
 def _typical(runs: list[pd.Series]) -> pd.Series:
@@ -203,45 +272,73 @@ def _regressed(worse: Shift, allowed: float) -> bool:
     return worse.decidable and worse.lower > 0 and worse.estimate > allowed
 
 
-def _status(worse: Shift, allowed: float) -> str:
-    if not worse.decidable:
-        return "undecided"
-    if _regressed(worse, allowed):
-        return "regression"
-    if worse.upper < 0 and worse.estimate < -allowed:
-        return "improved"
-    return "pass"
-
-
-def _result(metric: Metric, a: _Assessment, status: str, findings: tuple[Finding, ...] = (),
-            note: str = "") -> MetricResult:
+def _result(metric: Metric, a: _Assessment, status: str, findings: tuple[Finding, ...] = (), note: str = "",
+            th: Thresholds | None = None) -> MetricResult:
+    advice = _advice(metric, a, th) if status == "inconclusive" and th is not None else ""
     return MetricResult(metric, status, a.base_median, a.cur_median, a.worse, a.allowed, findings, note, a.noise,
-                        a.noise_source)
+                        a.noise_source, a.detectable, a.threshold, "runs" if a.run_level else "steps", advice)
 
 
-def _judge_steps(metric: Metric, base_docs: list[dict], current: dict, th: Thresholds,
-                 spread: bool = False) -> MetricResult:
+_ADVICE_RUNS = (2, 3, 5, 10)
+_ADVICE_STEPS = (4, 8, 16, 32)
+
+
+def _advice(metric: Metric, a: _Assessment, th: Thresholds) -> str:
+    """What to record so that a worsening of the threshold's size becomes detectable."""
+    option = "--min-increase-points" if metric.unit == "pct" else "--max-increase/--min-increase-ms"
+    if not (math.isfinite(a.threshold) and a.threshold > 0):
+        return "record more steps and baseline runs"
+    rl = a.run_level
+    if rl is not None:
+        if not math.isfinite(rl.n_steps):
+            return "no samples to judge: record steps where this metric is defined"
+        steps = [s for s in _ADVICE_STEPS if s >= rl.n_steps] or [int(rl.n_steps)]
+        plans = sorted(((k * s, k, s) for k in _ADVICE_RUNS for s in steps if k >= rl.runs),
+                       key=lambda p: (p[0], p[1]))
+        for _, k, s in plans:
+            if run_level_detectable(rl, k, s, th.alpha, th.power) <= a.threshold:
+                return (f"record a baseline of {k} runs of {s} steps (overlapscope baseline --runs {k} -- "
+                        f"overlapscope profile --steps {s} ...), or allow more ({option})")
+        best = run_level_detectable(rl, _ADVICE_RUNS[-1], _ADVICE_STEPS[-1], th.alpha, th.power)
+        return (f"machine load moves whole runs by about {_fmt(rl.load_sd, metric)} here: even {_ADVICE_RUNS[-1]} "
+                f"baseline runs of {_ADVICE_STEPS[-1]} steps could detect only {_fmt(best, metric)}; allow at least "
+                f"that ({option}) or run on a quieter machine")
+    if a.noise >= a.threshold:
+        return (f"the baseline's own runs stray by {_fmt(a.noise / th.noise_factor if th.noise_factor else a.noise, metric)}"
+                f" from each other: allow more ({option}) or find the load that moves them")
+    n = max(a.worse.n_current, 1)
+    if math.isfinite(a.detectable):
+        need = math.ceil(n * (a.detectable / a.threshold) ** 2)
+        return f"profile at least {max(need, n + 1)} steps per rank (--steps), or allow more ({option})"
+    return f"profile at least {max(6, n + 2)} steps per rank (--steps) in both runs"
+
+
+def _fmt(value: float, metric: Metric) -> str:
+    return f"{value:.1f} pp" if metric.unit == "pct" else f"{value / _NS_PER_MS:.3f} ms"
+
+
+def _judge_steps(metric: Metric, base_docs: list[dict], current: dict, th: Thresholds, rule: NoiseRule) -> MetricResult:
     """Pooled over ranks, and per rank: one rank that alone got worse (a straggler) also fails."""
     base_runs = [gb.step_series(d, metric.column) for d in base_docs]
     cur = gb.step_series(current, metric.column)
-    a = _assess(base_runs, cur, metric.worse, partial(th.allowed, metric), th, th.alpha, spread)
+    a = _assess(metric, base_runs, cur, th, th.alpha, rule)
     if not np.isfinite(cur.to_numpy()).any() and not any(np.isfinite(b.to_numpy()).any() for b in base_runs):
-        return _result(metric, a, "undecided", note=f"no {metric.column} values in either run")
+        return _result(metric, a, "inconclusive", note=f"no {metric.column} values in either run")
     status = a.status
     note = "" if a.worse.decidable else f"too few samples ({a.worse.n_baseline} vs {a.worse.n_current}) to decide"
-    ranks = _rank_findings(metric, base_runs, cur, th, spread, a.noise if a.noise_source == "spread" else 0.0)
+    ranks = _rank_findings(metric, base_runs, cur, th, rule)
     if any(f.significant for f in ranks) and status != "regression":
         status = "regression"
         note = "pooled over ranks within the allowance, but " + ", ".join(
             f"rank {f.key}" for f in ranks if f.significant) + " alone regressed"
     findings: tuple[Finding, ...] = ()
     if status == "regression":
-        findings = ranks + _key_findings(metric, base_docs, current, th, spread)
-    return _result(metric, a, status, findings, note)
+        findings = ranks + _key_findings(metric, base_docs, current, th, rule)
+    return _result(metric, a, status, findings, note, th)
 
 
-def _rank_findings(metric: Metric, base_runs: list[pd.Series], cur: pd.Series,
-                   th: Thresholds, spread: bool = False, spread_floor: float = 0.0) -> tuple[Finding, ...]:
+def _rank_findings(metric: Metric, base_runs: list[pd.Series], cur: pd.Series, th: Thresholds,
+                   rule: NoiseRule) -> tuple[Finding, ...]:
     """Ranks whose own steps regressed (Bonferroni over ranks); else the one that moved most."""
     ranks = sorted(set(cur.index.get_level_values("rank")))
     rows = []
@@ -249,8 +346,7 @@ def _rank_findings(metric: Metric, base_runs: list[pd.Series], cur: pd.Series,
         per_run = [b.xs(rank, level="rank") for b in base_runs if rank in b.index.get_level_values("rank")]
         if not per_run:
             continue
-        a = _assess(per_run, cur.xs(rank, level="rank"), metric.worse, partial(th.allowed, metric), th,
-                    th.alpha / len(ranks), spread, spread_floor)
+        a = _assess(metric, per_run, cur.xs(rank, level="rank"), th, th.alpha / len(ranks), rule)
         rows.append(Finding("rank", str(rank), a.base_median, a.cur_median, a.worse.estimate,
                             _regressed(a.worse, a.allowed)))
     significant = [f for f in rows if f.significant]
@@ -260,20 +356,20 @@ def _rank_findings(metric: Metric, base_runs: list[pd.Series], cur: pd.Series,
     return (max(moved, key=lambda f: f.delta),) if moved else ()
 
 
-def _key_findings(metric: Metric, base_docs: list[dict], current: dict, th: Thresholds,
-                  spread: bool = False, top: int = 3) -> tuple[Finding, ...]:
+def _key_findings(metric: Metric, base_docs: list[dict], current: dict, th: Thresholds, rule: NoiseRule,
+                  top: int = 3) -> tuple[Finding, ...]:
     """The collectives, groups and scopes whose exposed (or total) comm per step grew most."""
     if metric.attribute is None:
         return ()
     found: list[Finding] = []
-    floor = partial(th.allowed, METRICS["exposed_comm"])
+    exposed = METRICS["exposed_comm"]
     for section, kind in gb.BREAKDOWNS.items():
         *base_mats, cur_mat = gb.key_matrices(base_docs + [current], section, metric.attribute)
         rows = []
         for key in cur_mat.columns:
             if kind == "group" and not str(key):
                 continue  # an unknown process group names nothing
-            a = _assess([m[key] for m in base_mats], cur_mat[key], +1, floor, th, th.alpha, spread)
+            a = _assess(exposed, [m[key] for m in base_mats], cur_mat[key], th, th.alpha, rule)
             delta = float(np.mean(cur_mat[key])) - float(np.mean(_typical([m[key] for m in base_mats])))
             if math.isfinite(a.worse.estimate) and delta > 0:
                 rows.append(Finding(kind, str(key), a.base_median, a.cur_median, delta, _regressed(a.worse, a.allowed)))
@@ -286,26 +382,34 @@ def _key_findings(metric: Metric, base_docs: list[dict], current: dict, th: Thre
 
 
 def _judge_breakdown(metric: Metric, base_docs: list[dict], current: dict, th: Thresholds,
-                     spread: bool = False) -> MetricResult:
-    """Every key of a breakdown is its own test; Bonferroni keeps the family's false alarms at alpha."""
+                     rule: NoiseRule) -> MetricResult:
+    """Every key of a breakdown is its own test; Bonferroni keeps the family's false alarms at alpha.
+
+    Inconclusive when some key could not have shown a worsening of its threshold's size (that key is
+    the one reported), else the key that moved most is."""
     *base_mats, cur_mat = gb.key_matrices(base_docs + [current], metric.section, metric.column)
     kind = gb.BREAKDOWNS[metric.section]
     if cur_mat.columns.empty:
         empty = _Assessment(Shift(math.nan, -math.inf, math.inf, "none", 0, 0), math.nan, 0.0, math.nan, math.nan)
-        return _result(metric, empty, "undecided", note=f"no {metric.section} data in either run")
+        return _result(metric, empty, "inconclusive", note=f"no {metric.section} data in either run", th=th)
     alpha = th.alpha / len(cur_mat.columns)
-    findings, decidable, worst = [], False, None
+    findings, worst, blind = [], None, None
     for key in cur_mat.columns:
-        a = _assess([m[key] for m in base_mats], cur_mat[key], metric.worse, partial(th.allowed, metric), th, alpha,
-                    spread)
-        decidable |= a.worse.decidable
+        a = _assess(metric, [m[key] for m in base_mats], cur_mat[key], th, alpha, rule)
         if _regressed(a.worse, a.allowed):
             findings.append(Finding(kind, str(key), a.base_median, a.cur_median, a.worse.estimate, True))
+        elif a.status == "inconclusive" and (blind is None or a.detectable - a.threshold > blind[1].detectable -
+                                             blind[1].threshold):
+            blind = (key, a)
         if worst is None or (math.isfinite(a.worse.estimate) and a.worse.estimate > worst.worse.estimate):
             worst = a
-    status = "regression" if findings else ("pass" if decidable else "undecided")
-    n = len(cur_mat)
-    note = "" if decidable else (f"too few samples ({n} per {kind}) to decide at alpha {th.alpha:g}/"
-                                 f"{len(cur_mat.columns)} {kind}s")
     findings.sort(key=lambda f: -f.delta)
-    return _result(metric, worst, status, tuple(findings), note)
+    if findings:
+        return _result(metric, worst, "regression", tuple(findings), th=th)
+    if blind is not None:
+        key, a = blind
+        n = len(cur_mat)
+        why = (f"too few samples ({n} per {kind}) to decide at alpha {th.alpha:g}/{len(cur_mat.columns)} {kind}s"
+               if not a.worse.decidable else f"{kind} {key} the least decidable")
+        return _result(metric, a, "inconclusive", note=why, th=th)
+    return _result(metric, worst, "pass", th=th)

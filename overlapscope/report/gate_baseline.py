@@ -6,8 +6,6 @@ Columnar JSON (`{"rank": [...], "step": [...], "exposed_comm_ns": [...]}`) keeps
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +15,12 @@ import pandas as pd
 
 from overlapscope.analysis.result import Analysis
 from overlapscope.errors import OverlapscopeError
+from overlapscope.io_atomic import write_bytes
 
 SCHEMA = "overlapscope.baseline/1"
 STEP_COLUMNS = (
     "window_ns", "compute_ns", "comm_ns", "overlapped_ns", "exposed_comm_ns", "exposed_memcpy_ns",
-    "idle_ns", "overlap_pct", "exposed_comm_pct",
+    "idle_ns", "overlap_pct", "exposed_comm_pct", "critical_comm_ns",
 )
 BREAKDOWNS: dict[str, str] = {"by_collective": "collective", "by_group": "group", "by_scope": "scope"}
 BREAKDOWN_VALUES = ("count", "comm_ns", "exposed_comm_ns")
@@ -54,18 +53,8 @@ def build_baseline(analysis: Analysis) -> dict[str, Any]:
 
 
 def save_baseline(doc: dict[str, Any], path: str | Path) -> None:
-    """Write atomically (temporary name, then rename) so a killed job never leaves half a baseline."""
-    path = Path(path)
-    data = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data + b"\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write atomically (io_atomic) so a killed job never leaves half a baseline."""
+    write_bytes(path, orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
 
 
 def load_baseline(path: str | Path) -> dict[str, Any]:

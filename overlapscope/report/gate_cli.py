@@ -1,6 +1,8 @@
 """`overlapscope baseline` and `overlapscope check`: the CI gate's commands.
 
-Exit status of `check`: 0 no regression, 1 regression, 2 unusable input (one line says why).
+Exit status of `check`: 0 no regression, 1 regression, 2 unusable input (one line says why); an
+inconclusive verdict (the data could not have detected a worsening of the threshold's size) is 0,
+or 3 with --strict.
 RUN is anything `overlapscope.load_run` reads, or a baseline JSON written earlier (a stored
 snapshot of a run, so two archived runs can be compared without their traces).
 """
@@ -8,37 +10,27 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 
 from overlapscope.errors import OverlapscopeError
+from overlapscope.pipeline.options import RunOptions, run_options
 # Only what the options' help needs is imported here (stdlib only): `check --help` must not pay for
 # pandas and SciPy. The comparison, baseline and report modules load when a command runs.
 from overlapscope.report.gate_metrics import DEFAULT_METRICS, HOST_DEFAULT_METRICS, METRICS, Thresholds
 
 
-def run_document(path: str | Path, *, step_pattern: str | None = None,
-                 comm_patterns: tuple[str, ...] = ()) -> dict[str, Any]:
+def run_document(path: str | Path, options: RunOptions = RunOptions()) -> dict[str, Any]:
     """The baseline-shaped record of a run: analyzed from traces, or read back from a baseline JSON."""
     from overlapscope.report import gate_baseline as gb
 
     path = Path(path)
     if path.is_file() and path.suffix == ".json" and _is_baseline(path):
         return gb.load_baseline(path)
-    from overlapscope import analyze, load_run  # the core's entry points; imported late, they are heavy
-    from overlapscope.ingest.steps import DEFAULT_STEP_PATTERN
+    from overlapscope.pipeline.run import analyze_run  # the one pipeline; imported late, it is heavy
 
-    run = load_run(path, step_pattern=step_pattern or DEFAULT_STEP_PATTERN, comm_patterns=tuple(comm_patterns))
-    return gb.build_baseline(analyze(run))
-
-
-def _run_options(func: Callable) -> Callable:
-    func = click.option("--step-pattern", default=None, metavar="REGEX",
-                        help="Names of step ranges (default: ProfilerStep#N or 'step N').")(func)
-    func = click.option("--comm-pattern", "comm_patterns", multiple=True, metavar="REGEX",
-                        help="Extra kernel-name pattern that counts as communication (repeatable).")(func)
-    return func
+    return gb.build_baseline(analyze_run(path, options))
 
 
 def _is_baseline(path: Path) -> bool:
@@ -53,8 +45,8 @@ def _is_baseline(path: Path) -> bool:
 @click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="Baseline JSON to write (replaced atomically).")
-@_run_options
-def baseline(runs: tuple[str, ...], output: str, step_pattern: str | None, comm_patterns: tuple[str, ...]) -> None:
+@run_options
+def baseline(runs: tuple[str, ...], output: str, options: RunOptions) -> None:
     """Record per-step exposed communication, overlap and step time of RUN... as a baseline for `check`.
 
     Several runs of one configuration make a baseline that knows the machine's run-to-run noise:
@@ -65,7 +57,7 @@ def baseline(runs: tuple[str, ...], output: str, step_pattern: str | None, comm_
     try:
         docs = []
         for run in runs:
-            doc = run_document(run, step_pattern=step_pattern, comm_patterns=comm_patterns)
+            doc = run_document(run, options)
             steps = gb.step_frame(doc)
             if steps.empty or (steps["step"] < 0).all():
                 raise OverlapscopeError("no steps (no ProfilerStep#N or 'step N' ranges): a baseline needs per-step "
@@ -95,17 +87,20 @@ def baseline(runs: tuple[str, ...], output: str, step_pattern: str | None, comm_
               help="One-sided significance level.")
 @click.option("--noise-factor", type=float, default=Thresholds.noise_factor, show_default=True,
               help="With a baseline of several runs: allow this times the largest run-to-run shift among them.")
+@click.option("--strict", is_flag=True,
+              help="Exit 3 when the verdict is inconclusive (default 0: an inconclusive check never fails the build).")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML here.")
 @click.option("--summary", "summary_path", type=click.Path(dir_okay=False), help="Write a markdown summary here.")
-@_run_options
+@run_options
 def check(run: str, baseline_path: str, metrics: tuple[str, ...], max_increase_pct: float, min_increase_ms: float,
-          min_increase_points: float, alpha: float, noise_factor: float, junit_path: str | None,
-          summary_path: str | None,
-          step_pattern: str | None, comm_patterns: tuple[str, ...]) -> None:
-    """Compare RUN with a baseline: exit 0 pass, 1 regression, 2 unusable input."""
+          min_increase_points: float, alpha: float, noise_factor: float, strict: bool, junit_path: str | None,
+          summary_path: str | None, options: RunOptions) -> None:
+    """Compare RUN with a baseline: exit 0 pass (or inconclusive), 1 regression, 2 unusable input, 3 inconclusive
+    with --strict."""
     from overlapscope.report import gate_baseline as gb
     from overlapscope.report.gate import compare
-    from overlapscope.report.junit import junit_error_xml, junit_xml, write_text
+    from overlapscope.io_atomic import write_text
+    from overlapscope.report.junit import junit_error_xml, junit_xml
     from overlapscope.report.summary import (error_annotation, error_markdown, github_annotations, markdown,
                                              publish_github, text_report)
 
@@ -113,27 +108,27 @@ def check(run: str, baseline_path: str, metrics: tuple[str, ...], max_increase_p
         thresholds = Thresholds(max_increase_pct=max_increase_pct, min_increase_ms=min_increase_ms,
                                 min_increase_points=min_increase_points, alpha=alpha, noise_factor=noise_factor)
         base = gb.load_baseline(baseline_path)
-        current = run_document(run, step_pattern=step_pattern, comm_patterns=comm_patterns)
+        current = run_document(run, options)
         verdict = compare(base, current, thresholds, metrics or None)
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback (OVERLAPSCOPE_DEBUG=1 shows it)
         exc = _user_error(exc)
         message = str(exc)
         if junit_path:
-            write_text(junit_error_xml(message), junit_path)
+            write_text(junit_path, junit_error_xml(message))
         if summary_path:
-            write_text(error_markdown(message), summary_path)
+            write_text(summary_path, error_markdown(message))
         for line in publish_github(error_markdown(message), [error_annotation(message)]):
             click.echo(line)
         raise _usage_exit(exc) from None
     md = markdown(verdict)
     if junit_path:
-        write_text(junit_xml(verdict), junit_path)
+        write_text(junit_path, junit_xml(verdict))
     if summary_path:
-        write_text(md, summary_path)
+        write_text(summary_path, md)
     click.echo(text_report(verdict))
     for line in publish_github(md, github_annotations(verdict)):
         click.echo(line)
-    raise SystemExit(verdict.exit_code)
+    raise SystemExit(verdict.exit_status(strict))
 
 
 def _user_error(exc: Exception) -> OverlapscopeError:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from overlapscope.errors import OverlapscopeError
 
 _NS_PER_MS = 1_000_000
+POWER = 0.8
+"""Probability of finding a worsening of the threshold's size below which a metric is inconclusive."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("overlap", "communication overlapped with compute", "steps", "overlap_pct", -1, "pct", "exposed_comm_ns"),
     Metric("comm", "communication time", "steps", "comm_ns", +1, "ns", "comm_ns"),
     Metric("step_time", "step time", "steps", "window_ns", +1, "ns"),
+    Metric("critical_comm", "communication on the cross-rank critical path", "steps", "critical_comm_ns", +1, "ns",
+           "exposed_comm_ns"),
     Metric("exposed_comm_by_collective", "exposed communication per collective", "by_collective",
            "exposed_comm_ns", +1, "ns"),
     Metric("exposed_comm_by_group", "exposed communication per process group", "by_group", "exposed_comm_ns", +1, "ns"),
@@ -63,8 +67,11 @@ class Thresholds:
     alpha: float = 0.05
     """One-sided significance level: the lower confidence bound of the shift is at 1 - alpha."""
     noise_factor: float = 1.5
-    """With a baseline of several runs, the allowance is at least this times the largest shift of one
-    baseline run against the others: how far an unchanged run strays on this machine."""
+    """GPU runs with a baseline of several runs: the allowance is at least this times the largest shift
+    of one baseline run against the others: how far an unchanged run strays on this machine."""
+    power: float = POWER
+    """A metric is inconclusive when a worsening of the threshold's size would be found with less than
+    this probability (the smallest change the data could detect, gate_power, exceeds the threshold)."""
 
     def __post_init__(self) -> None:
         for name in ("max_increase_pct", "min_increase_ms", "min_increase_points", "noise_factor"):
@@ -73,6 +80,8 @@ class Thresholds:
                 raise OverlapscopeError(f"{name.replace('_', '-')} must be a finite number >= 0, got {value}")
         if not 0 < self.alpha < 0.5:
             raise OverlapscopeError(f"alpha must be in (0, 0.5), got {self.alpha}")
+        if not 0.5 <= self.power < 1:
+            raise OverlapscopeError(f"power must be in [0.5, 1), got {self.power}")
 
     def allowed(self, metric: Metric, baseline_median: float) -> float:
         """The largest worsening (metric unit, per step) that still passes."""

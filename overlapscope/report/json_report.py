@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..analysis.collectives import design_records
 from ..analysis.result import OVERLAP_COLUMNS, Analysis
+from .whatif_report import json_sections
 
 SCHEMA = "overlapscope.report/1"
 STEP_KEYS = ("step",) + OVERLAP_COLUMNS
@@ -63,8 +64,12 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
         "stragglers": records(analysis.stragglers),
         "prefetch": records(analysis.prefetch),
         "bubbles": records(analysis.bubbles),
+        "comm_classification": records(analysis.comm_families),
+        "unclassified_comm_candidates": records(analysis.comm_candidates),
+        "collective_conflicts": records(analysis.collective_conflicts),
         "clock_offsets_ns": {str(k): int(v) for k, v in analysis.clock_offsets_ns.items()},
         "diagnoses": list(analysis.diagnoses),
+        **json_sections(analysis),
     }
 
 

@@ -1,10 +1,7 @@
 """JUnit XML for the gate: one test case per metric, so CI shows which number failed and why."""
 from __future__ import annotations
 
-import os
-import tempfile
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 from overlapscope.report.gate import Verdict
 from overlapscope.report.summary import describe
@@ -13,10 +10,11 @@ SUITE = "overlapscope.check"
 
 
 def junit_xml(verdict: Verdict) -> str:
-    """`<testsuites><testsuite>` with a `<testcase>` per metric: failure = regression, skipped = undecided."""
+    """`<testsuites><testsuite>` with a `<testcase>` per metric: failure = regression, skipped = inconclusive
+    (the message says the smallest change the data could detect and what to record instead)."""
     alpha = verdict.thresholds.alpha
     failures = sum(r.status == "regression" for r in verdict.results)
-    skipped = sum(r.status == "undecided" for r in verdict.results)
+    skipped = len(verdict.inconclusive)
     counts = {"tests": str(len(verdict.results)), "failures": str(failures), "errors": "0",
               "skipped": str(skipped), "time": "0"}
     root = ET.Element("testsuites", name="overlapscope", **counts)
@@ -27,15 +25,15 @@ def junit_xml(verdict: Verdict) -> str:
                         ("world_size", verdict.current_run.get("world_size", "")),
                         ("max_increase_pct", verdict.thresholds.max_increase_pct),
                         ("min_increase_ms", verdict.thresholds.min_increase_ms),
-                        ("alpha", alpha)):
+                        ("alpha", alpha), ("power", verdict.thresholds.power)):
         ET.SubElement(props, "property", name=name, value=str(value))
     for result in verdict.results:
         case = ET.SubElement(suite, "testcase", classname=SUITE, name=result.metric.name, time="0")
-        line = describe(result, alpha)
+        line = describe(result, alpha, verdict.thresholds.power)
         if result.status == "regression":
             failure = ET.SubElement(case, "failure", message=line, type="regression")
             failure.text = line
-        elif result.status == "undecided":
+        elif result.status == "inconclusive":
             ET.SubElement(case, "skipped", message=line)
         else:
             ET.SubElement(case, "system-out").text = line
@@ -52,20 +50,6 @@ def junit_error_xml(message: str) -> str:
     case = ET.SubElement(suite, "testcase", classname=SUITE, name="compatibility", time="0")
     ET.SubElement(case, "error", message=message, type="unusable_input").text = message
     return _serialize(root)
-
-
-def write_text(text: str, path: str | Path) -> None:
-    """Atomic write: CI artifacts are never half-written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _serialize(root: ET.Element) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +17,8 @@ import pandas as pd
 
 from ..analysis.overlap import exposed_intervals
 from ..analysis.windows import step_windows
-from ..errors import OverlapscopeError
-from ..ingest.table import Run
+from ..io_atomic import write_bytes
+from ..core.table import Run
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +80,7 @@ def _rank_events(trace, t0_ns: int, offset_ns: int, no_steps: bool) -> tuple[lis
 
 def write_perfetto(run: Run, out: str | Path, *, no_steps: bool = False,
                    clock_offsets_ns: dict[int, int] | None = None) -> int:
-    """Write the run as Chrome-trace JSON to `out` (temporary name, then rename); returns the event count."""
+    """Write the run as Chrome-trace JSON to `out` (atomically, io_atomic); returns the event count."""
     out = Path(out)
     offsets = clock_offsets_ns or {}
     t0 = min(int(t.events["start_ns"].min()) + int(offsets.get(t.rank, 0)) for t in run.ranks if len(t.events))
@@ -99,12 +98,6 @@ def write_perfetto(run: Run, out: str | Path, *, no_steps: bool = False,
     buf.write(b'{"displayTimeUnit": "ns", "otherData": ' + orjson.dumps(other) + b', "traceEvents": [')
     buf.write(b", ".join(body))
     buf.write(b"]}\n")
-    tmp = out.with_name(out.name + ".tmp")
-    try:
-        tmp.write_bytes(buf.getvalue())
-        os.replace(tmp, out)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise OverlapscopeError(f"cannot write: {exc.strerror or exc}", out) from None
+    write_bytes(out, buf.getvalue())
     log.info("wrote %s: %d events", out, count)
     return count

@@ -9,10 +9,12 @@ from typing import Mapping
 
 from overlapscope.analysis.result import key_label
 from overlapscope.report.gate import Finding, MetricResult, Verdict
+from overlapscope.report.gate_metrics import POWER
 
-_STATUS = {"regression": "❌ regression", "pass": "✅ pass", "improved": "✅ improved", "undecided": "⚪ undecided"}
-NOISE_WORDS = {"runs": " (the baseline runs' own run-to-run noise)",
-               "spread": " (the step-to-step spread of the runs)"}
+_STATUS = {"regression": "❌ regression", "pass": "✅ pass", "improved": "✅ improved",
+           "inconclusive": "⚪ inconclusive"}
+NOISE_WORDS = {"runs": " (the baseline runs' own run-to-run noise)"}
+_HEAD = {"regression": "REGRESSED", "pass": "ok", "improved": "improved", "inconclusive": "INCONCLUSIVE"}
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
 
 
@@ -27,9 +29,10 @@ def fmt(value: float | None, unit: str, *, signed: bool = False, delta: bool = F
 
 
 def _relative(result: MetricResult) -> str:
+    """The change relative to the baseline, for time metrics only: a percentage's change is in points."""
     base = result.baseline_median
     est = result.worsening.estimate
-    if not (math.isfinite(base) and math.isfinite(est)) or base == 0:
+    if result.metric.unit == "pct" or not (math.isfinite(base) and math.isfinite(est)) or base == 0:
         return ""
     return f"{100.0 * est * result.metric.worse / abs(base):+.1f}%; "
 
@@ -49,16 +52,29 @@ def change_text(result: MetricResult, alpha: float) -> str:
     conf = f"{100 * (1 - alpha):g}%"
     change = fmt(w.estimate * m.worse, m.unit, signed=True)
     bound = f"at {'least' if m.worse > 0 else 'most'} {fmt(w.lower * m.worse, m.unit, signed=True)}"
-    paired = {"wilcoxon": ", paired by step", "paired-t": ", paired by step, t"}.get(w.method, "")
-    return f"{change} per step ({_relative(result)}{conf}: {bound}{paired})"
+    how = {"wilcoxon": ", paired by step", "paired-t": ", paired by step, t",
+           "run-t": f", each run one sample, {w.n_baseline} baseline run{'s' if w.n_baseline > 1 else ''}"}
+    return f"{change} per step ({_relative(result)}{conf}: {bound}{how.get(w.method, '')})"
 
 
-def describe(result: MetricResult, alpha: float) -> str:
+def detectable_text(result: MetricResult, alpha: float, power: float) -> str:
+    """The smallest worsening this comparison could detect, beside the threshold it was asked to find."""
+    m = result.metric
+    if not math.isfinite(result.detectable):
+        smallest = "no change of any size"
+    else:
+        smallest = f"a worsening of {fmt(result.detectable, m.unit, delta=True)} or more"
+    return (f"this data can detect {smallest} ({100 * power:g}% power, {100 * (1 - alpha):g}% one-sided), "
+            f"the threshold is {fmt(result.threshold, m.unit, delta=True)}")
+
+
+def describe(result: MetricResult, alpha: float, power: float = POWER) -> str:
     """One line: what moved, by how much, whether that is beyond noise and thresholds, and where."""
     m = result.metric
-    if result.note and result.status == "undecided":
-        return f"{m.name} undecided: {result.note}"
-    head = {"regression": "REGRESSED", "pass": "ok", "improved": "improved", "undecided": "undecided"}[result.status]
+    head = _HEAD[result.status]
+    if result.status == "inconclusive" and not result.worsening.decidable:
+        line = f"{m.name} {head}: {result.note or 'too few samples to decide'}"
+        return line + (f"; {result.advice}" if result.advice else "")
     line = f"{m.name} {head}: {change_text(result, alpha)}, allowed worsening {fmt(result.allowed, m.unit, delta=True)}"
     if result.noise > 0 and result.noise >= result.allowed:
         line += NOISE_WORDS.get(result.noise_source, "")
@@ -68,6 +84,8 @@ def describe(result: MetricResult, alpha: float) -> str:
         line += " (the key that moved most)"
     if result.note:
         line += f"; {result.note}"
+    if result.status == "inconclusive":
+        line += f"; {detectable_text(result, alpha, power)}; {result.advice}"
     if result.findings:
         unit = "ns" if m.section != "steps" or m.attribute else m.unit
         parts = [finding_text(f, m.unit, m.worse) if f.kind == "rank" else finding_text(f, unit)
@@ -77,12 +95,23 @@ def describe(result: MetricResult, alpha: float) -> str:
 
 
 def text_report(verdict: Verdict) -> str:
-    lines = [describe(r, verdict.thresholds.alpha) for r in verdict.results]
+    th = verdict.thresholds
+    lines = [describe(r, th.alpha, th.power) for r in verdict.results]
     lines += [f"note: {n}" for n in verdict.notes]
     lines += [f"warning: {w}" for w in verdict.warnings]
-    n = len(verdict.regressions)
-    lines.append(f"overlapscope check: {'FAIL' if n else 'PASS'} ({n} of {len(verdict.results)} metrics regressed)")
+    lines.append(f"overlapscope check: {outcome_line(verdict)}")
     return "\n".join(lines)
+
+
+def outcome_line(verdict: Verdict) -> str:
+    """FAIL / INCONCLUSIVE / PASS with the counts behind it."""
+    total = len(verdict.results)
+    if verdict.regressions:
+        return f"FAIL ({len(verdict.regressions)} of {total} metrics regressed)"
+    if verdict.inconclusive:
+        return (f"INCONCLUSIVE ({len(verdict.inconclusive)} of {total} metrics could not have detected a worsening "
+                f"of the threshold's size; nothing regressed)")
+    return f"PASS (0 of {total} metrics regressed)"
 
 
 def md_code(text: object) -> str:
@@ -98,7 +127,9 @@ def md_escape(text: str) -> str:
 def markdown(verdict: Verdict) -> str:
     th = verdict.thresholds
     n = len(verdict.regressions)
-    title = f"❌ {n} of {len(verdict.results)} metrics regressed" if n else "✅ no regression"
+    title = f"❌ {n} of {len(verdict.results)} metrics regressed" if n else (
+        f"⚪ inconclusive ({len(verdict.inconclusive)} of {len(verdict.results)} metrics could not be decided)"
+        if verdict.inconclusive else "✅ no regression")
     conf = f"{100 * (1 - th.alpha):g}%"
     out = [
         f"## overlapscope check: {title}",
@@ -112,10 +143,13 @@ def markdown(verdict: Verdict) -> str:
         f"than {th.max_increase_pct:g}% of its baseline median and more than {th.min_increase_ms:g} ms "
         f"({th.min_increase_points:g} points for percentages)"
         + (f", and by more than the baseline's {verdict.baseline_runs} runs stray from each other." if
-           verdict.baseline_runs > 1 else "."),
+           verdict.baseline_runs > 1 else ".")
+        + f" A metric is inconclusive when the smallest worsening its data could detect ({100 * th.power:g}% power) "
+          f"is larger than that threshold: it never fails the build.",
         "",
-        f"| metric | status | baseline median | this run | change per step | {conf} bound | allowed worsening |",
-        "|---|---|---|---|---|---|---|",
+        f"| metric | status | baseline median | this run | change per step | {conf} bound | allowed worsening "
+        f"| smallest detectable |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in verdict.results:
         m, w = r.metric, r.worsening
@@ -123,8 +157,8 @@ def markdown(verdict: Verdict) -> str:
         out.append(f"| {name} | {_STATUS[r.status]} | {fmt(r.baseline_median, m.unit)} | "
                    f"{fmt(r.current_median, m.unit)} | {fmt(w.estimate * m.worse, m.unit, signed=True)} | "
                    f"{'≥' if m.worse > 0 else '≤'} {fmt(w.lower * m.worse, m.unit, signed=True)} | "
-                   f"{fmt(r.allowed, m.unit, delta=True)} |")
-    details = [r for r in verdict.results if r.findings or r.note]
+                   f"{fmt(r.allowed, m.unit, delta=True)} | {fmt(r.detectable, m.unit, delta=True) if math.isfinite(r.detectable) else 'none'} |")
+    details = [r for r in verdict.results if r.findings or r.note or r.advice]
     if details:
         out += ["", "### Details"]
         for r in details:
@@ -133,6 +167,8 @@ def markdown(verdict: Verdict) -> str:
                      f"{fmt(f.delta * r.metric.worse, r.metric.unit, signed=True) if f.kind == 'rank' else fmt(f.delta, unit, signed=True)}"
                      f"/step{'' if f.significant else ' (largest, not significant alone)'}" for f in r.findings]
             text = "; ".join(items) if items else md_escape(r.note)
+            if r.advice:
+                text += ("; " if text else "") + md_escape(f"{detectable_text(r, th.alpha, th.power)}; {r.advice}")
             out.append(f"- **{r.metric.title}** ({md_code(r.metric.name)}): {text}")
     if verdict.notes:
         out += ["", "### Notes"] + [f"- {md_escape(n)}" for n in verdict.notes]
@@ -155,9 +191,11 @@ def _gh_prop(text: str) -> str:
 
 def github_annotations(verdict: Verdict) -> list[str]:
     """`::error` per regressed metric and `::warning` per identity difference (workflow commands)."""
-    alpha = verdict.thresholds.alpha
-    lines = [f"::error title={_gh_prop('overlapscope ' + r.metric.name)}::{_gh_escape(describe(r, alpha))}"
+    alpha, power = verdict.thresholds.alpha, verdict.thresholds.power
+    lines = [f"::error title={_gh_prop('overlapscope ' + r.metric.name)}::{_gh_escape(describe(r, alpha, power))}"
              for r in verdict.regressions]
+    lines += [f"::warning title={_gh_prop('overlapscope ' + r.metric.name + ' inconclusive')}::"
+              f"{_gh_escape(describe(r, alpha, power))}" for r in verdict.inconclusive]
     lines += [f"::warning title=overlapscope::{_gh_escape(w)}" for w in verdict.warnings]
     return lines
 

@@ -15,6 +15,7 @@ from ..analysis.collectives import straggler
 from ..analysis.crossrank import bubble_summary, collective_summary
 from ..analysis.prefetch import worst_units
 from ..analysis.result import Analysis, key_label
+from . import whatif_report
 
 MS = 1e6
 # Every table's title says what its ms are: a mean per step, or a total over the run.
@@ -66,6 +67,7 @@ def summary_lines(analysis: Analysis) -> list[str]:
                         f"{late['collectives']} collectives)" if late else ""))
     else:
         lines.append("no communication found: nothing to overlap")
+    lines.extend(whatif_report.whatif_lines(analysis))
     lines.extend(analysis.diagnoses)
     return lines
 
@@ -137,6 +139,24 @@ def _unmatched(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
                     for r in u.head(10).itertuples(index=False)]
 
 
+def _comm_families(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
+    header = ["rule", "kernels", "count", "device ms", "device %", "example kernel"]
+    f = analysis.comm_families
+    if f is None or f.empty:
+        return header, []
+    return header, [[str(r.rule), str(r.kernels), str(r.count), _ms(r.device_ns), _pct(r.device_pct), str(r.example)[:70]]
+                    for r in f.itertuples(index=False)]
+
+
+def _comm_candidates(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
+    header = ["kernel", "ranks", "count", "device ms", "device %", "why", "to count it"]
+    c = analysis.comm_candidates
+    if c is None or c.empty:
+        return header, []
+    return header, [[str(r.name)[:70], str(r.ranks), str(r.count), _ms(r.device_ns), _pct(r.device_pct), str(r.why),
+                     f"--comm-pattern '{r.comm_pattern}'"] for r in c.head(10).itertuples(index=False)]
+
+
 def _prefetch(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
     header = ["unit", "pass", "rows", "mean gap ms", "max gap ms", "mean lead ms"]
     worst = worst_units(analysis.prefetch)
@@ -164,8 +184,11 @@ def sections(analysis: Analysis, *, per_step: bool = False) -> list[tuple[str, l
            (f"Wait vs transfer by collective, matched across ranks ({TOTALS})", *_wait_transfer(analysis)),
            ("Stragglers (who arrives last; counts of collectives, mean ms)", *_stragglers(analysis)),
            ("Collectives that could not be matched across ranks (counts of events)", *_unmatched(analysis)),
+           (f"What counted as communication, by rule ({TOTALS})", *_comm_families(analysis)),
+           (f"Kernels counted as compute that look like communication ({TOTALS})", *_comm_candidates(analysis)),
            ("FSDP prefetch gaps, worst units (ms: per unit, pass and step)", *_prefetch(analysis)),
-           (f"Pipeline bubbles per stage ({PER_STEP})", *_bubbles(analysis))]
+           (f"Pipeline bubbles per stage ({PER_STEP})", *_bubbles(analysis)),
+           *whatif_report.sections(analysis)]
     return [s for s in out if s[2]]
 
 
@@ -203,7 +226,7 @@ def render_markdown(analysis: Analysis, *, per_step: bool = False) -> str:
 
 def _is_text(header: str) -> bool:
     return header.startswith(("rank", "worst", "scope", "collective", "group", "unit", "pass", "schedule",
-                              "op", "why"))
+                              "op", "why", "key", "link", "flags", "ends on", "rule", "example", "kernel", "to count"))
 
 
 def _md_escape(text: str) -> str:

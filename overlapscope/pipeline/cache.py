@@ -21,7 +21,6 @@ import hashlib
 import logging
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -30,11 +29,13 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from .table import COLUMNS, RankTrace
+from ..core.table import COLUMNS, RankTrace
+from ..io_atomic import atomic_path
+from ..ingest import ReadOptions, cacheable, read_job
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 """Bump when the event table's meaning changes without a version bump."""
 LOCAL_DIR = ".overlapscope-cache"
 META_KEY = b"overlapscope.cache"
@@ -125,6 +126,13 @@ def cached_read(path: Path, reader: Callable[[Path], RankTrace], options: dict[s
     return trace
 
 
+def read_cached(paths: list[Path], options: ReadOptions, config: CacheConfig) -> list[RankTrace]:
+    """The ranks of one job's files (`ingest.read_job`); a lone Kineto file goes through the cache."""
+    if cacheable(paths) and config.enabled:
+        return [cached_read(paths[0], lambda p: read_job([p], options)[0], options.cache_key(), config)]
+    return read_job(paths, options)
+
+
 def load_entry(entry: Path, key: str, source: Path) -> RankTrace | None:
     """The cached RankTrace, or None when the entry is not a complete, matching one."""
     import pyarrow.parquet as pq  # here, not at the top: traces under min_bytes never need it
@@ -147,7 +155,7 @@ def load_entry(entry: Path, key: str, source: Path) -> RankTrace | None:
 
 
 def store_entry(entry: Path, key: str, trace: RankTrace) -> bool:
-    """Write the entry atomically (temp file + rename); False when the directory is not writable."""
+    """Write the entry atomically (io_atomic); False when the directory is not writable."""
     info = {
         "key": key, "format": CACHE_FORMAT, "rows": len(trace.events), "rank": trace.rank,
         "rank_from": trace.rank_from, "device": trace.device, "world_size": trace.world_size, "meta": trace.meta,
@@ -156,29 +164,20 @@ def store_entry(entry: Path, key: str, trace: RankTrace) -> bool:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    tmp = None
     try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
         table = pa.Table.from_pandas(trace.events, preserve_index=False)
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), META_KEY: orjson.dumps(info)})
-        fd, tmp = tempfile.mkstemp(prefix=f".{entry.name}.", suffix=".tmp", dir=entry.parent)
-        with os.fdopen(fd, "wb") as fh:
+        with atomic_path(entry) as tmp:
             # Dictionary pages only for the categorical columns (int64 columns of distinct
             # times gain nothing from them) and no column statistics (a whole entry is always
             # read): half the encode time and half the file of the defaults.
-            pq.write_table(table, fh, compression="zstd", write_statistics=False,
+            pq.write_table(table, str(tmp), compression="zstd", write_statistics=False,
                            use_dictionary=[f.name for f in table.schema if pa.types.is_dictionary(f.type)])
-        os.replace(tmp, entry)
-        tmp = None
         _drop_older(entry)
         return True
     except Exception as exc:  # noqa: BLE001 - a cache that cannot be written is no cache, not an error
         log.debug("%s: cannot write cache entry (%s: %s)", entry, type(exc).__name__, exc)
         return False
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
 
 
 def _drop_older(entry: Path) -> None:

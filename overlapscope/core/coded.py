@@ -61,3 +61,18 @@ class Coded:
         if used.size:
             out[used] = func(list(self.uniques[used]))
         return out[codes]
+
+    def map_parts(self, func, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Like map_many for a func returning several arrays (one entry per distinct value each):
+        one per-row array per part, for the rows at `rows`."""
+        codes = self.codes[rows]
+        used = np.unique(codes)
+        parts = func(list(self.uniques[used]))
+        out = []
+        for part in parts:
+            part = np.asarray(part)
+            full = np.zeros(self.uniques.size, dtype=part.dtype) if part.dtype != object else \
+                np.full(self.uniques.size, "", dtype=object)
+            full[used] = part
+            out.append(full[codes])
+        return tuple(out)

@@ -1,4 +1,4 @@
-"""Many ranks: read and analyze each rank where it is cheapest, reduce the results here.
+"""Many ranks: read and analyze each rank where it is cheapest, reduce the results here (`run.analyze_run`).
 
 Map (one job per trace file - per nsys run - anywhere): read it (through the cache) and run
 `analyze_rank`. Reduce (here): number the ranks as `load_run` does, then `combine` - the very
@@ -20,12 +20,12 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from ..ingest import ReadOptions, assemble, make_run, plan_jobs, read_job, trace_files
-from ..ingest.cache import CacheConfig
-from ..ingest.parallel import JobResult, Progress, map_files, replay, run_job
-from ..ingest.steps import DEFAULT_STEP_PATTERN
-from ..ingest.table import RankTrace
-from . import Analysis, analyze_rank, combine
+from ..analysis import Analysis, analyze_rank, combine
+from ..core.table import RankTrace
+from ..ingest import ReadOptions, assemble, make_run
+from .cache import CacheConfig, read_cached
+from .options import RunOptions
+from .pool import JobResult, Progress, map_files, replay, run_job
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +40,10 @@ class RankOutcome:
     error: BaseException | None = None
 
 
-def rank_job(paths: list[Path], options: ReadOptions, no_steps: bool) -> list[RankOutcome]:
+def rank_job(paths: list[Path], options: ReadOptions, cache: CacheConfig, no_steps: bool) -> list[RankOutcome]:
     """The map step for one job's files (runs in a worker)."""
     out = []
-    for trace in read_job(paths, options):
+    for trace in read_cached(paths, options, cache):
         try:
             sections, error = analyze_rank(trace, no_steps=no_steps), None
         except Exception as exc:  # noqa: BLE001 - raised by the reduce, in rank order
@@ -52,7 +52,19 @@ def rank_job(paths: list[Path], options: ReadOptions, no_steps: bool) -> list[Ra
     return out
 
 
-def reduce_outcomes(path: Path, per_job: list[list[RankOutcome]]) -> Analysis:
+def map_ranks(jobs: list[list[Path]], read: ReadOptions, options: RunOptions) -> list[list[RankOutcome]]:
+    """`rank_job` of every job, where `options` says: a Dask client, a Dask cluster, or the local pool."""
+    args = (read, CacheConfig(enabled=options.cache), options.no_steps)
+    if options.dask_client is not None:
+        from distributed import as_completed
+
+        return run_on_client(options.dask_client, jobs, args, as_completed)
+    if options.scheduler or options.dask_workers:
+        return _on_dask(jobs, args, workers=options.dask_workers, scheduler=options.scheduler)
+    return map_files(rank_job, jobs, *args, workers=options.pool_workers, label="reading and analyzing ranks")
+
+
+def reduce_outcomes(path: Path, per_job: list[list[RankOutcome]], *, keep_events: bool = False) -> Analysis:
     """Number ranks, raise the first analysis error in rank order, combine."""
     by_trace = {id(o.trace): o for outcomes in per_job for o in outcomes}
     ranks = assemble([[o.trace for o in outcomes] for outcomes in per_job])
@@ -61,36 +73,13 @@ def reduce_outcomes(path: Path, per_job: list[list[RankOutcome]]) -> Analysis:
     for o in ordered:
         if o.error is not None:
             raise o.error
-    return combine(run, [o.sections for o in ordered])
+    analysis = combine(run, [o.sections for o in ordered])
+    if keep_events:
+        analysis.traces = run
+    return analysis
 
 
-def analyze_path(path: str | Path, *, step_pattern: str | None = None, comm_patterns: tuple[str, ...] = (),
-                 no_steps: bool = False, cache: bool = True, workers: int | None = None,
-                 scheduler: str | None = None, pool_workers: int | None = None, client: Any = None) -> Analysis:
-    """`analyze(load_run(path))`, with the per-rank work spread out.
-
-    workers: run on a Dask LocalCluster of this many worker processes. scheduler: run on the Dask
-    cluster at this address. client: run on this Dask client. None of them: a local process pool
-    when the run is big enough to pay for one (pool_workers caps it; 1 runs all in this process).
-    """
-    path = Path(path)
-    files = trace_files(path)
-    options = ReadOptions(step_pattern=step_pattern or DEFAULT_STEP_PATTERN, comm_patterns=tuple(comm_patterns),
-                          cache=CacheConfig(enabled=cache))
-    jobs = plan_jobs(files)
-    if client is not None:
-        from distributed import as_completed
-
-        per_job = run_on_client(client, jobs, options, no_steps, as_completed)
-    elif scheduler or workers:
-        per_job = _on_dask(jobs, options, no_steps, workers=workers, scheduler=scheduler)
-    else:
-        per_job = map_files(rank_job, jobs, options, no_steps, workers=pool_workers,
-                            label="reading and analyzing ranks")
-    return reduce_outcomes(path, per_job)
-
-
-def _on_dask(jobs: list[list[Path]], options: ReadOptions, no_steps: bool, *, workers: int | None,
+def _on_dask(jobs: list[list[Path]], args: tuple, *, workers: int | None,
              scheduler: str | None) -> list[list[RankOutcome]]:
     try:
         from distributed import Client, LocalCluster, as_completed
@@ -106,7 +95,7 @@ def _on_dask(jobs: list[list[Path]], options: ReadOptions, no_steps: bool, *, wo
                                dashboard_address=None, silence_logs=logging.ERROR)
         client = Client(cluster)
     try:
-        return run_on_client(client, jobs, options, no_steps, as_completed)
+        return run_on_client(client, jobs, args, as_completed)
     finally:
         client.close()
         if cluster is not None:
@@ -122,10 +111,11 @@ def _connect(client_cls: Callable[..., Any], address: str) -> Any:
         raise OverlapscopeError(f"cannot reach the Dask scheduler ({exc})", address) from None
 
 
-def run_on_client(client: Any, jobs: list[list[Path]], options: ReadOptions, no_steps: bool,
+def run_on_client(client: Any, jobs: list[list[Path]], args: tuple,
                   as_completed: Callable[..., Any]) -> list[list[RankOutcome]]:
-    """The map on a Dask client: one task per job, results in job order, errors as a serial read's."""
-    futures = [client.submit(run_job, rank_job, job, options, no_steps, pure=False) for job in jobs]
+    """The map on a Dask client: one task per job, results in job order, errors as a serial read's.
+    args: rank_job's arguments after the job."""
+    futures = [client.submit(run_job, rank_job, job, *args, pure=False) for job in jobs]
     with Progress(len(jobs), "analyzing ranks on Dask") as progress:
         for _ in as_completed(futures):
             progress.tick(1)

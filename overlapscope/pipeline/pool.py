@@ -181,7 +181,7 @@ def pool_context() -> multiprocessing.context.BaseContext:
         return multiprocessing.get_context("fork")
     if "forkserver" in methods:
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["overlapscope.analysis.distributed"])
+        ctx.set_forkserver_preload(["overlapscope.pipeline.distributed"])
         return ctx
     return multiprocessing.get_context("spawn")
 

@@ -1,0 +1,233 @@
+"""The cross-rank critical path of each step and each collective's slack (DESIGN.md "Critical path").
+
+The reduce over the per-rank graphs (depgraph.rank_graph): times are moved to the common clock, comm
+nodes are tied to their cross-rank collective (matching.py via the `collectives` section: one
+collective completes when its last rank arrives, J = the latest aligned start; each member then ends
+J + its transfer), and the graph is solved (longest_path.py). A step's span on a rank is its latest node
+end minus its window start; the step's critical path ends at the node with the largest span and is
+followed back through the constraint that set each start: lane order, a launch, a stream wait, an
+inferred gate, or, at a collective, the rank that arrived last. Slack of a node = latest end that keeps
+every rank within the step's span (backward pass) - its end; a collective's slack is its members' least.
+"""
+from __future__ import annotations
+
+from typing import Mapping, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from .depgraph import RankGraph
+from .longest_path import Graph, backward, forward
+
+PATH_COLUMNS = ("step", "order", "rank", "lane", "kind", "label", "collective", "group", "scope", "start_ns", "end_ns",
+                "lag_ns")
+STEP_COLUMNS = ("step", "rank", "path_ns", "comm_on_path_ns", "ranks_on_path", "lanes_on_path")
+_EDGE_PRIORITY = {"gate": 0, "event": 1, "lane": 2, "launch": 3}
+
+
+class Solved(NamedTuple):
+    graph: Graph
+    nodes: pd.DataFrame
+    """All ranks' nodes: rank, step, lane, cls, start_ns, end_ns (aligned), wstart_ns, label, collective,
+    group, scope, pass, inst, x, y."""
+    edges: pd.DataFrame
+    join: np.ndarray
+    """J per instance (aligned ns)."""
+    instance_ids: np.ndarray
+    """The `collectives` section's instance id of each of the graph's instances."""
+
+
+def solve(graphs: Mapping[int, RankGraph], offsets: Mapping[int, int], window_starts: Mapping[int, np.ndarray],
+          collectives: pd.DataFrame) -> Solved:
+    """Assemble every rank's graph on the common clock, tie collectives, and run the forward pass."""
+    frames, edges, base, chain_off, node_off = [], [], 0, 0, 0
+    for rank in sorted(graphs):
+        g = graphs[rank]
+        off = int(offsets.get(rank, 0))
+        nodes = g.nodes.copy()
+        nodes.insert(0, "rank", np.int64(rank))
+        for col in ("start_ns", "end_ns", "base_ns"):
+            nodes[col] = nodes[col].to_numpy(np.int64) + off
+        nodes["wstart_ns"] = np.asarray(window_starts[rank], dtype=np.int64)[nodes["win"].to_numpy()] + off
+        nodes["chain"] = nodes["chain"].to_numpy(np.int64) + chain_off
+        chain_off += int(g.nodes["chain"].max()) + 1 if len(g.nodes) else 0
+        frames.append(nodes)
+        e = g.edges.copy()
+        e[["src", "dst"]] += node_off
+        edges.append(e)
+        node_off += len(nodes)
+    nodes = pd.concat(frames, ignore_index=True)
+    edges = pd.concat(edges, ignore_index=True)
+    inst, transfer, join, ids = _tie_collectives(nodes, collectives)
+    s, e = nodes["start_ns"].to_numpy(np.int64), nodes["end_ns"].to_numpy(np.int64)
+    graph = Graph(chain=nodes["chain"].to_numpy(np.int64), head=nodes["head"].to_numpy(bool),
+                  base=nodes["base_ns"].to_numpy(np.int64), g=nodes["g_ns"].to_numpy(np.int64),
+                  u=nodes["u_ns"].to_numpy(np.int64), dur=np.where(inst >= 0, 0, e - s).astype(np.int64),
+                  inst=inst, transfer=transfer, src=edges["src"].to_numpy(np.int64),
+                  dst=edges["dst"].to_numpy(np.int64), lag=edges["lag_ns"].to_numpy(np.int64))
+    x, y = forward(graph)
+    nodes["inst"], nodes["x"], nodes["y"] = inst, x, y
+    return Solved(graph, nodes, edges, join, ids)
+
+
+def _tie_collectives(nodes: pd.DataFrame, collectives: pd.DataFrame) -> tuple[np.ndarray, ...]:
+    """Per node the instance (dense, -1 none) and transfer t_c; per instance J and the collectives id."""
+    n = len(nodes)
+    inst = np.full(n, -1, dtype=np.int64)
+    if collectives is None or collectives.empty:
+        return inst, np.zeros(n, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
+    keys = ["rank", "start_ns", "end_ns"]
+    comm = nodes[nodes["cls"] == "comm"][keys].reset_index()
+    found = comm.merge(collectives[keys + ["instance"]].drop_duplicates(keys), on=keys, how="inner")
+    inst[found["index"].to_numpy()] = found["instance"].to_numpy(np.int64)
+    s, e = nodes["start_ns"].to_numpy(np.int64), nodes["end_ns"].to_numpy(np.int64)
+    for _ in range(2):  # drop members that ended before the last arrival (no real rendezvous), then re-join
+        sel = inst >= 0
+        dense, codes = np.unique(inst[sel], return_inverse=True)
+        join = np.full(dense.size, np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(join, codes, s[sel])
+        members = np.bincount(codes, minlength=dense.size)
+        bad = (e[sel] < join[codes]) | (members[codes] < 2)
+        inst[np.flatnonzero(sel)[bad]] = -1
+    sel = inst >= 0
+    dense, codes = np.unique(inst[sel], return_inverse=True)
+    inst[sel] = codes
+    join = np.full(dense.size, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(join, codes, s[sel])
+    transfer = np.zeros(n, dtype=np.int64)
+    transfer[sel] = e[sel] - join[codes]
+    return inst, transfer, join, dense.astype(np.int64)
+
+
+def spans(solved: Solved, y: np.ndarray | None = None) -> pd.DataFrame:
+    """step, rank, span_ns (latest end - window start) per rank and step; y: a what-if's ends."""
+    nodes = solved.nodes
+    y = nodes["y"].to_numpy(np.int64) if y is None else y
+    frame = pd.DataFrame({"step": nodes["step"].to_numpy(), "rank": nodes["rank"].to_numpy(),
+                          "span_ns": y - nodes["wstart_ns"].to_numpy(np.int64)})
+    return frame.groupby(["step", "rank"], as_index=False)["span_ns"].max()
+
+
+def step_spans(solved: Solved, y: np.ndarray | None = None) -> pd.Series:
+    """The step's span (largest over ranks) per step number."""
+    return spans(solved, y).groupby("step")["span_ns"].max()
+
+
+def slack(solved: Solved) -> np.ndarray:
+    """Per node: latest end keeping every rank within its step's span, minus its end (ns, >= 0)."""
+    nodes = solved.nodes
+    step_span = step_spans(solved)
+    deadline = nodes["wstart_ns"].to_numpy(np.int64) + step_span.reindex(nodes["step"]).to_numpy(np.int64)
+    _, ly = backward(solved.graph, deadline)
+    return ly - nodes["y"].to_numpy(np.int64)
+
+
+def _binding(solved: Solved) -> np.ndarray:
+    """Per node, the node whose end set its start (-1: its base, the window start or a fixed launch)."""
+    g, nodes = solved.graph, solved.nodes
+    x, y = nodes["x"].to_numpy(np.int64), nodes["y"].to_numpy(np.int64)
+    bound = x - g.u
+    out = np.full(x.size, -1, dtype=np.int64)
+    chained = np.flatnonzero(~g.head)
+    tight = y[chained - 1] + g.g[chained] == bound[chained]
+    out[chained[tight]] = chained[tight] - 1
+    e = solved.edges
+    if len(e):
+        val = y[g.src] + g.lag
+        ok = val == bound[g.dst]
+        cand = pd.DataFrame({"dst": g.dst[ok], "src": g.src[ok],
+                             "p": e["type"].map(_EDGE_PRIORITY).to_numpy()[ok]}).sort_values(["dst", "p", "src"])
+        first = cand.drop_duplicates("dst")
+        out[first["dst"].to_numpy()] = first["src"].to_numpy()
+    return out
+
+
+def critical_paths(solved: Solved) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(path segments PATH_COLUMNS, per step STEP_COLUMNS). The walk back is a loop over the path's
+    nodes only (at most the step's node count), each hop O(1) on precomputed arrays."""
+    nodes, g = solved.nodes, solved.graph
+    if nodes.empty:
+        return pd.DataFrame(columns=PATH_COLUMNS), pd.DataFrame(columns=STEP_COLUMNS)
+    x, y = nodes["x"].to_numpy(np.int64), nodes["y"].to_numpy(np.int64)
+    span = y - nodes["wstart_ns"].to_numpy(np.int64)
+    bind = _binding(solved)
+    inst = g.inst
+    last_arrival = _last_arrivals(nodes, inst)
+    cols = {c: nodes[c].to_numpy() for c in ("rank", "lane", "cls", "label", "collective", "group", "scope", "step")}
+    seg_rows, step_rows = [], []
+    order = np.lexsort((nodes["rank"].to_numpy(), -span, nodes["step"].to_numpy()))
+    steps = nodes["step"].to_numpy()[order]
+    sinks = order[np.r_[True, steps[1:] != steps[:-1]]]
+    for sink in sinks.tolist():
+        segs: list[tuple] = []
+        n = sink
+        while n >= 0:
+            if inst[n] >= 0:
+                j = int(solved.join[inst[n]])
+                segs.append((n, "comm", max(j, int(x[n])), int(y[n])))
+                m = int(last_arrival[inst[n]])
+                if j > x[n] and m != n:
+                    n = m  # the collective waited for this rank: the path moves to it
+            else:
+                segs.append((n, cols["cls"][n], int(x[n]), int(y[n])))
+            if g.u[n] > 0:
+                segs.append((n, "lag", int(x[n] - g.u[n]), int(x[n])))
+            p = int(bind[n])
+            if p >= 0 and y[p] < x[n] - g.u[n]:
+                segs.append((n, "launch", int(y[p]), int(x[n] - g.u[n])))
+            n = p
+        segs.reverse()
+        step = int(cols["step"][sink])
+        for i, (k, kind, a, b) in enumerate(segs):
+            seg_rows.append((step, i, int(cols["rank"][k]), cols["lane"][k], kind, cols["label"][k],
+                             cols["collective"][k], cols["group"][k], cols["scope"][k], a, b))
+        step_rows.append((step, int(cols["rank"][sink]), int(span[sink]),
+                          sum(b - a for _, kind, a, b in segs if kind == "comm"),
+                          len({int(cols["rank"][k]) for k, *_ in segs}),
+                          len({(int(cols["rank"][k]), cols["lane"][k]) for k, *_ in segs})))
+    path = pd.DataFrame(seg_rows, columns=PATH_COLUMNS[:-1])
+    return merge_segments(path), pd.DataFrame(step_rows, columns=STEP_COLUMNS)
+
+
+def _last_arrivals(nodes: pd.DataFrame, inst: np.ndarray) -> np.ndarray:
+    """Per instance, the member that arrived last (latest x; ties: the lowest rank)."""
+    sel = np.flatnonzero(inst >= 0)
+    if sel.size == 0:
+        return np.empty(0, np.int64)
+    frame = pd.DataFrame({"inst": inst[sel], "x": nodes["x"].to_numpy()[sel], "rank": nodes["rank"].to_numpy()[sel],
+                          "node": sel}).sort_values(["inst", "x", "rank"], ascending=[True, False, True])
+    first = frame.drop_duplicates("inst")
+    out = np.full(int(inst.max()) + 1, -1, dtype=np.int64)
+    out[first["inst"].to_numpy()] = first["node"].to_numpy()
+    return out
+
+
+def merge_segments(path: pd.DataFrame) -> pd.DataFrame:
+    """Consecutive non-comm segments of one step on the same rank and lane (a run of kernels or host ops
+    and the lags between them) become one, labelled by its first work segment, with lag_ns their lags;
+    each comm segment stays itself. Keeps the JSON small on real traces."""
+    if path.empty:
+        return path.assign(lag_ns=pd.Series(dtype=np.int64))
+    kind = path["kind"].to_numpy(object)
+    key = path[["step", "rank", "lane"]].to_numpy(object)
+    new = np.r_[True, (key[1:] != key[:-1]).any(axis=1)]
+    new |= kind == "comm"
+    new[1:] |= kind[:-1] == "comm"
+    grp = np.cumsum(new) - 1
+    lag = np.where(np.isin(kind, ("lag", "launch")), path["end_ns"] - path["start_ns"], 0)
+    work = path.assign(_w=~np.isin(kind, ("lag", "launch")), _g=grp)
+    first_work = work[work["_w"]].drop_duplicates("_g").set_index("_g")
+    out = path[new].copy().set_index(pd.Index(np.arange(int(new.sum()))))
+    for col in ("kind", "label", "collective", "group", "scope"):
+        out[col] = first_work[col].reindex(out.index).fillna(out[col]).to_numpy(object)
+    out["end_ns"] = path.groupby(grp)["end_ns"].max().to_numpy()
+    out["lag_ns"] = pd.Series(lag).groupby(grp).sum().to_numpy(np.int64)
+    out["order"] = out.groupby("step").cumcount().to_numpy()
+    return out.reset_index(drop=True)
+
+
+def critical_comm_by_rank(path: pd.DataFrame) -> pd.DataFrame:
+    """rank, step, critical_comm_ns: comm time on the step's critical path, on that rank."""
+    comm = path[path["kind"] == "comm"]
+    return comm.assign(critical_comm_ns=comm["end_ns"] - comm["start_ns"]).groupby(
+        ["rank", "step"], as_index=False)["critical_comm_ns"].sum()

@@ -1,0 +1,270 @@
+"""One rank's dependency graph over its work intervals (DESIGN.md "Critical path"): the per-rank map.
+
+Nodes: every comm event, and the merged compute and copy intervals of each lane (back-to-back or nested
+kernels/ops of one lane are one node), each in the step window its start falls in. Per node: the
+observed start s and end e, duration d = e - s, and a base time it can never start before (the window
+start; for device work launched from a host thread that is no lane of the graph, its launch time).
+Edges (y_src + lag <= x_dst, y the end and x the start):
+- lane order: each node after the previous node of its lane (lag min(0, s - e_prev): a node that began
+  inside its predecessor keeps that offset). Runs of non-comm nodes form chains that the solver
+  unrolls at once (longest_path.py); edges into and out of a comm node are explicit edges.
+- event: a CUDA stream wait on an event (Kineto `cuda_sync` "Stream Wait Event": the waiting stream,
+  `wait_on_stream` and `wait_on_cuda_event_record_corr_id`): the last node of the recording stream
+  launched before the record (by correlation id) -> the first node of the waiting stream launched after it.
+- launch: device or worker-thread work launched from a lane of the graph (a gloo transfer enqueued by
+  the main thread) follows the node of that lane that ended last before the launch, lag = launch - end.
+- gate (inferred from timing, when nothing above explains a node's start): the latest-ending node that
+  ends inside the unexplained gap before it - a comm node for a non-comm node (work waiting for a
+  collective), a non-comm node for a comm node (a collective waiting for its input); on a host thread
+  only a collective that thread issued gates it; on a stream only when the rank recorded no stream waits.
+What is left between a node's start and its latest constraint is its lag u >= 0, kept as is in every
+what-if. Cross-rank edges (a collective completes when its last rank arrives) are added by the reduce
+(critical_path.py), after clock alignment.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from ..core import intervals as iv
+from .breakdown import launch_scopes
+from ..core.codes import codes_names, isin, per_name, shared_codes
+
+NODE_COLUMNS = ("win", "step", "lane", "cls", "start_ns", "end_ns", "base_ns", "chain", "head", "g_ns", "u_ns",
+                "label", "collective", "group", "scope", "pass")
+EDGE_COLUMNS = ("src", "dst", "lag_ns", "type")
+_CLASS = {"compute": "compute", "comm": "comm", "memcpy": "copy", "memset": "copy"}
+
+
+class RankGraph(NamedTuple):
+    nodes: pd.DataFrame
+    """NODE_COLUMNS; sorted by chain, then start (the solver's order). Times in the rank's own clock."""
+    edges: pd.DataFrame
+    """EDGE_COLUMNS: src, dst are positions in `nodes`; type lane, event, launch or gate."""
+
+
+def _pass_of(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """forward / backward / '' per selected row: the innermost annotation around its launch naming a pass."""
+    ann_name = per_name(events["name"], lambda n: "backward" if "backward" in n.lower() else
+                        "forward" if "forward" in n.lower() else "")
+    ann = np.flatnonzero(isin(events["kind"], ("annotation",)) & (ann_name != ""))
+    lanes, launch_lanes = shared_codes(events["lane"], events["launch_lane"])
+    found = iv.innermost_containing(lanes[ann], events["start_ns"].to_numpy(np.int64)[ann],
+                                    events["end_ns"].to_numpy(np.int64)[ann], launch_lanes[rows],
+                                    events["launch_ns"].to_numpy(np.int64)[rows])
+    return np.where(found >= 0, ann_name[ann[np.maximum(found, 0)]] if ann.size else "", "").astype(object)
+
+
+def rank_graph(events: pd.DataFrame, windows: pd.DataFrame) -> RankGraph:
+    """The graph of one rank's event table inside its step windows (module docstring)."""
+    kind = events["kind"]
+    work = np.flatnonzero(isin(kind, tuple(_CLASS)))
+    start = events["start_ns"].to_numpy(np.int64)
+    end = events["end_ns"].to_numpy(np.int64)
+    wins_s = windows["start_ns"].to_numpy(np.int64)
+    wins_e = windows["end_ns"].to_numpy(np.int64)
+    win = np.searchsorted(wins_s, start[work], side="right") - 1
+    ok = win >= 0
+    ok[ok] = start[work][ok] < wins_e[win[ok]]
+    work, win = work[ok], win[ok]
+    kind_codes, kind_names = codes_names(kind)
+    cls = np.array([_CLASS.get(k, "") for k in kind_names], dtype=object)[kind_codes[work]]
+    lane_codes, lane_names = codes_names(events["lane"])
+    name_codes, names = codes_names(events["name"])
+    lane = lane_codes[work]
+    is_comm = cls == "comm"
+    # Merge non-comm rows per (window, lane, class): a new node where the key changes or a start lies
+    # beyond everything before it in the key has reached.
+    cls_code = np.where(is_comm, 0, np.where(cls == "compute", 1, 2))
+    order = np.lexsort((start[work], cls_code, lane, win))
+    work, win, lane, cls, is_comm, cls_code = (a[order] for a in (work, win, lane, cls, is_comm, cls_code))
+    s, e = start[work], end[work]
+    key_change = np.r_[True, (win[1:] != win[:-1]) | (lane[1:] != lane[:-1]) | (cls_code[1:] != cls_code[:-1])]
+    key_id = np.cumsum(key_change) - 1
+    reach = pd.Series(e).groupby(key_id).cummax().to_numpy(np.int64)
+    new = key_change.copy()
+    new[1:] |= s[1:] > reach[:-1]
+    new |= is_comm  # every comm event is a node of its own
+    if is_comm.any():
+        new[1:] |= is_comm[:-1]
+    first = np.flatnonzero(new)
+    n = first.size
+    node_end = np.maximum.reduceat(e, first) if n else e[:0]
+    rows = work[first]
+    comm_rows = np.zeros(len(events), dtype=bool)
+    comm_rows[rows[is_comm[first]]] = True
+    pass_ = np.full(len(events), "", dtype=object)
+    scope = launch_scopes(events, comm_rows) if comm_rows.any() else pass_
+    if comm_rows.any():
+        pass_[comm_rows] = _pass_of(events, np.flatnonzero(comm_rows))
+    coll_codes, colls = codes_names(events["collective"])
+    group_codes, groups = codes_names(events["group"])
+    launch_ns = events["launch_ns"].to_numpy(np.int64)[rows]
+    launch_lane_codes, launch_lane_names = codes_names(events["launch_lane"])
+    nodes = pd.DataFrame({
+        "win": win[first].astype(np.int64), "step": windows["step"].to_numpy(np.int64)[win[first]],
+        "lane": lane_names[lane[first]], "cls": cls[first], "start_ns": s[first], "end_ns": node_end,
+        "launch_ns": launch_ns, "launch_lane": launch_lane_names[launch_lane_codes[rows]],
+        "label": names[name_codes[rows]],
+        "collective": np.where(is_comm[first], colls[coll_codes[rows]], ""),
+        "group": np.where(is_comm[first], groups[group_codes[rows]], ""),
+        "scope": scope[rows], "pass": pass_[rows], "corr": events["correlation"].to_numpy(np.int64)[rows],
+    })
+    # the solver's order: window, lane, start (compute and copy nodes of one lane interleave)
+    nodes = nodes.iloc[np.lexsort((node_end, s[first], lane[first], win[first]))].reset_index(drop=True)
+    return _edges_and_lags(nodes, wins_s, events)
+
+
+def _edges_and_lags(nodes: pd.DataFrame, wins_s: np.ndarray, events: pd.DataFrame) -> RankGraph:
+    n = len(nodes)
+    s, e = nodes["start_ns"].to_numpy(np.int64), nodes["end_ns"].to_numpy(np.int64)
+    win = nodes["win"].to_numpy(np.int64)
+    lane = nodes["lane"].to_numpy(object).astype(str)
+    is_comm = (nodes["cls"] == "comm").to_numpy()
+    node_lanes = set(np.unique(lane).tolist())
+    base = wins_s[win].copy()
+    src, dst, lag, etype = [], [], [], []
+
+    # lane order (nodes are sorted by window, lane, start)
+    same = np.r_[False, (win[1:] == win[:-1]) & (lane[1:] == lane[:-1])]
+    g = np.zeros(n, dtype=np.int64)
+    g[1:] = np.where(same[1:], np.minimum(0, s[1:] - e[:-1]), 0)
+    head = ~same
+    via_edge = same.copy()
+    via_edge[1:] &= is_comm[1:] | is_comm[:-1]
+    k = np.flatnonzero(via_edge)
+    src.append(k - 1), dst.append(k), lag.append(g[k]), etype.append(np.full(k.size, "lane", dtype=object))
+    head |= via_edge
+    g[head] = 0
+
+    # launch: from a host thread of the graph, else the launch time is a fixed release
+    launch = nodes["launch_ns"].to_numpy(np.int64)
+    launch_lane = nodes["launch_lane"].to_numpy(object).astype(str)
+    launched = (launch >= 0) & (launch_lane != lane) & (launch_lane != "")
+    from_graph = launched & np.isin(launch_lane, list(node_lanes))
+    fixed = launched & ~from_graph
+    base[fixed] = np.maximum(base[fixed], np.minimum(launch[fixed], s[fixed]))
+    for lname in np.unique(launch_lane[from_graph]):
+        cand = np.flatnonzero(lane == lname)
+        order = cand[np.lexsort((e[cand], win[cand]))]
+        q = np.flatnonzero(from_graph & (launch_lane == lname))
+        # latest node of that lane, same window, ending at or before the launch
+        key_c = np.stack([win[order], e[order]])
+        pos = _search_pairs(key_c, win[q], np.minimum(launch[q], s[q]))
+        hit = pos >= 0
+        hit[hit] = win[order[pos[hit]]] == win[q[hit]]
+        p = order[pos[hit]]
+        src.append(p), dst.append(q[hit]), lag.append(np.minimum(launch[q[hit]], s[q[hit]]) - e[p])
+        etype.append(np.full(p.size, "launch", dtype=object))
+        miss = q[~hit]
+        base[miss] = np.maximum(base[miss], np.minimum(launch[miss], s[miss]))
+
+    ev_src, ev_dst = _event_edges(nodes, events)
+    src.append(ev_src), dst.append(ev_dst), lag.append(np.zeros(ev_src.size, np.int64))
+    etype.append(np.full(ev_src.size, "event", dtype=object))
+
+    edges = pd.DataFrame({"src": np.concatenate(src).astype(np.int64), "dst": np.concatenate(dst).astype(np.int64),
+                          "lag_ns": np.concatenate(lag).astype(np.int64), "type": np.concatenate(etype)})
+    # An edge the observed times violate is no dependency.
+    edges = edges[(e[edges["src"].to_numpy()] + edges["lag_ns"].to_numpy()) <= s[edges["dst"].to_numpy()]]
+    bound = _bound(n, s, e, g, head, base, edges)
+    gates = _gate_edges(nodes, bound, has_events=ev_src.size > 0)
+    edges = pd.concat([edges, gates], ignore_index=True)
+    bound = _bound(n, s, e, g, head, base, edges)
+    chain = np.cumsum(head) - 1
+    out = nodes.assign(base_ns=base, chain=chain.astype(np.int64), head=head, g_ns=g, u_ns=s - bound)
+    assert (out["u_ns"] >= 0).all(), "a node starts before one of its constraints"
+    return RankGraph(out[list(NODE_COLUMNS) + ["corr"]], edges.reset_index(drop=True))
+
+
+def _bound(n, s, e, g, head, base, edges) -> np.ndarray:
+    """The latest constraint on each node's start from observed times: base, lane predecessor, edges."""
+    bound = base.copy()
+    chained = np.flatnonzero(~head)
+    bound[chained] = np.maximum(bound[chained], e[chained - 1] + g[chained])
+    if len(edges):
+        np.maximum.at(bound, edges["dst"].to_numpy(), e[edges["src"].to_numpy()] + edges["lag_ns"].to_numpy())
+    return np.minimum(bound, s)
+
+
+def _search_pairs(sorted_keys: np.ndarray, q_major: np.ndarray, q_minor: np.ndarray) -> np.ndarray:
+    """Index of the last (major, minor) key <= each query in keys sorted by (major, minor) whose major
+    equals the query's; -1 if none. One int64 key major * span + minor (span > the minor range)."""
+    major, minor = sorted_keys
+    out = np.full(q_major.size, -1, dtype=np.int64)
+    if major.size == 0 or q_major.size == 0:
+        return out
+    lo = min(int(minor.min()), int(q_minor.min()))
+    span = max(int(minor.max()), int(q_minor.max())) - lo + 1
+    assert (int(major.max()) + 1) * span < 2 ** 62, "window count x time range overflows the search key"
+    pos = np.searchsorted(major * span + (minor - lo), q_major * span + (q_minor - lo), side="right") - 1
+    ok = pos >= 0
+    ok[ok] = major[pos[ok]] == q_major[ok]
+    out[ok] = pos[ok]
+    return out
+
+
+def _gate_edges(nodes: pd.DataFrame, bound: np.ndarray, *, has_events: bool) -> pd.DataFrame:
+    s, e = nodes["start_ns"].to_numpy(np.int64), nodes["end_ns"].to_numpy(np.int64)
+    win = nodes["win"].to_numpy(np.int64)
+    lane = nodes["lane"].to_numpy(object).astype(str)
+    is_comm = (nodes["cls"] == "comm").to_numpy()
+    launch_lane = nodes["launch_lane"].to_numpy(object).astype(str)
+    on_stream = np.char.startswith(lane.astype(str), "stream:")
+    want = (s > bound) & ~(on_stream & has_events)
+    src_out, dst_out = [], []
+    for producer_comm in (True, False):
+        cand = np.flatnonzero(is_comm == producer_comm)
+        q = np.flatnonzero(want & (is_comm != producer_comm))
+        if cand.size == 0 or q.size == 0:
+            continue
+        order = cand[np.lexsort((e[cand], win[cand]))]
+        pos = _search_pairs(np.stack([win[order], e[order]]), win[q], s[q])
+        hit = pos >= 0
+        p = np.where(hit, order[np.maximum(pos, 0)], 0)
+        hit &= (win[p] == win[q]) & (e[p] > bound[q]) & (lane[p] != lane[q])
+        # a host thread waits only on the collectives it issued
+        hit &= on_stream[q] | (not producer_comm) | (launch_lane[p] == lane[q])
+        src_out.append(p[hit]), dst_out.append(q[hit])
+    src = np.concatenate(src_out) if src_out else np.empty(0, np.int64)
+    dst = np.concatenate(dst_out) if dst_out else np.empty(0, np.int64)
+    return pd.DataFrame({"src": src.astype(np.int64), "dst": dst.astype(np.int64),
+                         "lag_ns": np.zeros(src.size, np.int64), "type": np.full(src.size, "gate", dtype=object)})
+
+
+def _event_edges(nodes: pd.DataFrame, events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Stream waits recorded by the reader (columns wait_lane, wait_corr on sync rows; absent: none)."""
+    empty = (np.empty(0, np.int64), np.empty(0, np.int64))
+    if "wait_corr" not in events.columns:
+        return empty
+    waits = np.flatnonzero(isin(events["kind"], ("sync",)) & (events["wait_corr"].to_numpy(np.int64) >= 0))
+    if waits.size == 0:
+        return empty
+    lane = nodes["lane"].to_numpy(object).astype(str)
+    corr = nodes["corr"].to_numpy(np.int64)
+    w_lane = np.asarray(events["lane"].astype(str).to_numpy(object))[waits]
+    w_from = np.asarray(events["wait_lane"].astype(str).to_numpy(object))[waits]
+    w_corr = events["correlation"].to_numpy(np.int64)[waits]
+    rec_corr = events["wait_corr"].to_numpy(np.int64)[waits]
+    src, dst = [], []
+    for ln in np.unique(np.concatenate([w_lane, w_from])):
+        on = np.flatnonzero(lane == ln)
+        on = on[np.argsort(corr[on], kind="stable")]
+        c = corr[on]
+        # producer: last node of the recording stream launched before the record
+        prod = np.flatnonzero(w_from == ln)
+        i = np.searchsorted(c, rec_corr[prod], side="left") - 1
+        cons = np.flatnonzero(w_lane == ln)
+        j = np.searchsorted(c, w_corr[cons], side="right")
+        src.append((prod, np.where(i >= 0, on[np.maximum(i, 0)], -1)))
+        dst.append((cons, np.where(j < c.size, on[np.minimum(j, c.size - 1)], -1) if c.size else np.full(j.size, -1)))
+    p_of = np.full(waits.size, -1, np.int64)
+    d_of = np.full(waits.size, -1, np.int64)
+    for idx, val in src:
+        p_of[idx] = val
+    for idx, val in dst:
+        d_of[idx] = val
+    ok = (p_of >= 0) & (d_of >= 0)
+    return p_of[ok], d_of[ok]

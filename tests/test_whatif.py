@@ -1,0 +1,147 @@
+"""Overlap bounds, the cross-rank critical path, slack and what-if on hand-built multi-rank traces whose
+answers are known to the ns (DESIGN.md "Overlap bounds", "Critical path", "What-if")."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from crossrank_tables import US, ev, table
+from overlapscope.analysis import analyze
+from overlapscope.core.table import RankTrace, Run
+
+HOST = "thread:1"
+
+
+def kernel(start_us: float, end_us: float, name: str = "gemm", launch_us: float = 0, stream: str = "stream:7") -> dict:
+    return ev(stream, "compute", name, int(start_us * US), int(end_us * US), launch_ns=int(launch_us * US),
+              launch_lane=HOST)
+
+
+def allreduce(start_us: float, end_us: float, seq: int = 0, launch_us: float = 0, nbytes: int = -1) -> dict:
+    return ev("stream:20", "comm", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", int(start_us * US), int(end_us * US),
+              collective="all_reduce", group="0", seq=seq, bytes=nbytes, launch_ns=int(launch_us * US),
+              launch_lane=HOST)
+
+
+def run_of(per_rank: dict[int, list[dict]]) -> Run:
+    no_steps = pd.DataFrame({"step": pd.Series(dtype=np.int64), "start_ns": pd.Series(dtype=np.int64),
+                             "end_ns": pd.Series(dtype=np.int64)})
+    ranks = [RankTrace(rank=r, events=table(r, rows), steps=no_steps, source=f"rank{r}.json", device="gpu",
+                       world_size=len(per_rank)) for r, rows in sorted(per_rank.items())]
+    return Run(ranks=ranks, manifest={}, path="hand-built")
+
+
+def saved(a, key_type: str, key: str) -> int:
+    w = a.whatif
+    return int(w[(w["key_type"] == key_type) & (w["key"] == key)]["saved_ns"].iloc[0])
+
+
+def test_collective_hidden_by_compute_on_every_rank_saves_nothing():
+    a = analyze(run_of({r: [kernel(0, 100), allreduce(10, 60)] for r in (0, 1)}))
+    assert saved(a, "collective", "all_reduce") == 0
+    assert a.critical_steps["path_ns"].tolist() == [100 * US]
+    assert a.critical_steps["comm_on_path_ns"].tolist() == [0]
+    slack = a.collective_slack.iloc[0]
+    assert slack["slack_ns"] == 40 * US and not slack["on_critical_path"] and slack["saved_ns"] == 0
+    assert set(a.critical_path["kind"]) == {"compute"}
+    assert a.steps["critical_comm_ns"].tolist() == [0, 0]
+
+
+def test_collective_alone_between_two_kernels_saves_its_exposed_time():
+    # K1 ends, the all-reduce runs (inferred gate: launched long before, it started when K1 ended), K2
+    # waits for it (launched at 2 µs, started at 50 µs): hiding it saves its 20 µs of exposed time.
+    rows = [kernel(0, 30), allreduce(30, 50, launch_us=1), kernel(50, 80, launch_us=2)]
+    a = analyze(run_of({0: rows, 1: rows}))
+    assert int(a.totals["exposed_comm_ns"].iloc[0]) == 20 * US
+    assert saved(a, "collective", "all_reduce") == 20 * US
+    assert a.critical_steps["path_ns"].tolist() == [80 * US]
+    assert a.critical_steps["comm_on_path_ns"].tolist() == [20 * US]
+    path = a.critical_path
+    assert path["kind"].tolist() == ["compute", "comm", "compute"]
+    assert path[["start_ns", "end_ns"]].to_numpy().tolist() == [[0, 30 * US], [30 * US, 50 * US], [50 * US, 80 * US]]
+    assert a.collective_slack["slack_ns"].tolist() == [0]
+    assert a.collective_slack["saved_ns"].tolist() == [20 * US]
+    assert sorted(a.steps["critical_comm_ns"].tolist()) == [0, 20 * US]
+
+
+def test_late_rank_moves_the_critical_path_to_that_rank():
+    # Rank 1 computes 10 µs longer; the all-reduce completes when it arrives (J = 40 µs) and transfers 20 µs.
+    r0 = [kernel(0, 30), allreduce(30, 60, launch_us=1), kernel(60, 90, launch_us=2)]
+    r1 = [kernel(0, 40), allreduce(40, 60, launch_us=1), kernel(60, 90, launch_us=2)]
+    a = analyze(run_of({0: r0, 1: r1}))
+    path = a.critical_path
+    first = path.iloc[0]
+    assert (first["rank"], first["kind"], first["start_ns"], first["end_ns"]) == (1, "compute", 0, 40 * US)
+    assert a.critical_steps["ranks_on_path"].tolist() == [2]
+    comm = path[path["kind"] == "comm"]
+    assert comm[["start_ns", "end_ns"]].to_numpy().tolist() == [[40 * US, 60 * US]]
+    # hiding the collective removes its transfer, not the wait for the late rank
+    assert saved(a, "collective", "all_reduce") == 20 * US
+    assert a.collective_slack["slack_ns"].tolist() == [0]
+
+
+def test_partly_hidden_collective_saves_the_part_compute_does_not_cover():
+    # compute [0, 50) on stream 7 covers the first 30 µs of a 40 µs all-reduce; K2 waits for its end
+    rows = [kernel(0, 50), allreduce(20, 60, launch_us=1), kernel(60, 70, launch_us=2)]
+    a = analyze(run_of({0: rows, 1: rows}))
+    assert saved(a, "collective", "all_reduce") == 10 * US
+    assert int(a.totals["exposed_comm_ns"].iloc[0]) == 10 * US
+
+
+def test_overlap_bounds_and_launch_bound_idle():
+    # K1 [0,10) launched at -1: then idle [10,20) ends at K2, launched at 15 after the idle began: launch-bound;
+    # idle [30,40) ends at K3, launched at 5 before it began: not launch-bound (the device waited on something).
+    rows = [kernel(0, 10, launch_us=-1), kernel(20, 30, launch_us=15), kernel(40, 50, launch_us=5),
+            allreduce(40, 45, launch_us=1)]
+    a = analyze(run_of({0: rows, 1: rows}))
+    s = a.steps.iloc[0]
+    assert s["launch_bound_idle_ns"] == 10 * US
+    assert s["idle_ns"] == 20 * US
+    assert s["no_overlap_ns"] == 30 * US + 5 * US + 10 * US   # compute + comm + idle not launch-bound
+    assert s["perfect_overlap_ns"] == 30 * US
+    # measured 50: below the no-overlap bound's 45 by -5 of a 15 µs range
+    assert np.isclose(s["overlap_efficiency_pct"], 100 * (45 - 50) / 15)
+
+
+def test_bounds_fully_hidden_and_fully_exposed():
+    hidden = analyze(run_of({r: [kernel(0, 100), allreduce(10, 60)] for r in (0, 1)})).steps.iloc[0]
+    assert (hidden["no_overlap_ns"], hidden["perfect_overlap_ns"]) == (150 * US, 100 * US)
+    assert hidden["overlap_efficiency_pct"] == 100.0
+    rows = [kernel(0, 30), allreduce(30, 50, launch_us=1), kernel(50, 80, launch_us=2)]
+    exposed = analyze(run_of({0: rows, 1: rows})).steps.iloc[0]
+    assert (exposed["no_overlap_ns"], exposed["perfect_overlap_ns"]) == (80 * US, 60 * US)
+    assert exposed["overlap_efficiency_pct"] == 0.0
+
+
+def stepped_run(comm_exposed_us: list[float]) -> Run:
+    """Two ranks, one step per entry: K1 [0, 3000) µs, then an all-reduce that pokes out of K1 by the given µs
+    before K2 (which waits for it); steps 10 ms apart, ProfilerStep ranges on the host thread."""
+    per_rank: dict[int, list[dict]] = {0: [], 1: []}
+    spans = []
+    for i, exposed in enumerate(comm_exposed_us):
+        t0 = i * 10_000
+        rows = [kernel(t0, t0 + 3000, launch_us=t0 + 1), allreduce(t0 + 1000, t0 + 3000 + exposed, seq=i,
+                                                                   launch_us=t0 + 2),
+                kernel(t0 + 3000 + exposed, t0 + 4000 + exposed, launch_us=t0 + 3)]
+        for r in per_rank:
+            per_rank[r] += [dict(row, step=i + 1) for row in rows]
+        spans.append((i + 1, t0 * US, (t0 + 10) * US))
+    steps = pd.DataFrame(spans, columns=["step", "start_ns", "end_ns"]).astype(np.int64)
+    ranks = [RankTrace(rank=r, events=table(r, rows), steps=steps, source=f"rank{r}.json", device="gpu",
+                       world_size=2) for r, rows in per_rank.items()]
+    return Run(ranks=ranks, manifest={}, path="hand-built")
+
+
+def test_gate_metric_critical_comm_fails_when_comm_joins_the_critical_path():
+    from overlapscope.report.gate import Thresholds, compare
+    from overlapscope.report.gate_baseline import build_baseline
+
+    base = analyze(stepped_run([0, 0, 0, 0, 0, 0]))
+    worse = analyze(stepped_run([2000, 2100, 1900, 2050, 1950, 2000]))
+    assert base.steps["critical_comm_ns"].tolist() == [0] * 12
+    # the path runs through the whole all-reduce (it started at 1000 µs, before K1 ended) into K2
+    assert sorted(worse.steps["critical_comm_ns"].tolist())[6:] == [3900 * US, 3950 * US, 4000 * US, 4000 * US,
+                                                                     4050 * US, 4100 * US]
+    verdict = compare(build_baseline(base), worse, Thresholds(), ["critical_comm"])
+    assert verdict.results[0].status == "regression"
+    assert compare(build_baseline(base), base, Thresholds(), ["critical_comm"]).results[0].status != "regression"
