@@ -10,7 +10,7 @@ from typing import Callable
 import click
 
 from . import __version__
-from .errors import OverlapscopeError
+from .errors import OverlapscopeError, ReadBug
 from .pipeline.options import RunOptions, run_options
 
 EXIT_UNUSABLE = 2
@@ -36,6 +36,9 @@ def one_line_errors(func: Callable) -> Callable:
             fail("out of memory while reading the run (try fewer ranks at once)")
         except KeyboardInterrupt:
             fail("interrupted")
+        except ReadBug as exc:
+            fail(f"internal error while reading {exc.path}, please report it with OVERLAPSCOPE_DEBUG=1 output: "
+                 f"{exc.detail}")
         except Exception as exc:  # noqa: BLE001 - a bug must still not print a number or a traceback
             if os.environ.get("OVERLAPSCOPE_DEBUG"):
                 raise

@@ -15,6 +15,7 @@ from ..analysis.collectives import straggler
 from ..analysis.crossrank import bubble_summary, collective_summary
 from ..analysis.prefetch import worst_units
 from ..analysis.result import Analysis, key_label
+from .ep_cp import tables as ep_cp_tables
 from . import whatif_report
 
 MS = 1e6
@@ -189,6 +190,7 @@ def sections(analysis: Analysis, *, per_step: bool = False) -> list[tuple[str, l
            ("FSDP prefetch gaps, worst units (ms: per unit, pass and step)", *_prefetch(analysis)),
            (f"Pipeline bubbles per stage ({PER_STEP})", *_bubbles(analysis)),
            *whatif_report.sections(analysis)]
+    out += ep_cp_tables(analysis)
     return [s for s in out if s[2]]
 
 
@@ -226,7 +228,7 @@ def render_markdown(analysis: Analysis, *, per_step: bool = False) -> str:
 
 def _is_text(header: str) -> bool:
     return header.startswith(("rank", "worst", "scope", "collective", "group", "unit", "pass", "schedule",
-                              "op", "why", "key", "link", "flags", "ends on", "rule", "example", "kernel", "to count"))
+                              "op", "why", "key", "link", "flags", "ends on", "rule", "example", "kernel", "to count", "phase"))
 
 
 def _md_escape(text: str) -> str:
