@@ -63,9 +63,14 @@ def main(verbose: int) -> None:
               show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write here instead of stdout.")
 @click.option("--per-step", is_flag=True, help="Also show every step of every rank (table and markdown).")
+@click.option("--table", "csv_table", type=click.Choice(["steps", "totals", "by-collective", "collectives"]),
+              default="steps", show_default=True,
+              help="With --format csv: per rank and step, per rank (totals), per rank and collective type, "
+                   "or per collective instance and rank.")
 @run_options
 @one_line_errors
-def analyze(runs: tuple[str, ...], fmt: str, output: str | None, per_step: bool, options: RunOptions) -> None:
+def analyze(runs: tuple[str, ...], fmt: str, output: str | None, per_step: bool, csv_table: str,
+            options: RunOptions) -> None:
     """Exposed communication of one or more runs.
 
     RUN is a directory of per-rank traces (*.json, *.json.gz, *.sqlite), one trace file, or an nsys export.
@@ -81,8 +86,9 @@ def analyze(runs: tuple[str, ...], fmt: str, output: str | None, per_step: bool,
     elif fmt == "markdown":
         text = "\n".join(tables.render_markdown(a, per_step=per_step) for a in results)
     elif fmt == "csv":
-        text = "".join(tables.render_csv(a) for a in results[:1]) + "".join(
-            tables.render_csv(a).split("\n", 1)[1] for a in results[1:])
+        # several runs: one header, a run column first
+        parts = [tables.render_csv(a, csv_table, run_column=len(results) > 1) for a in results]
+        text = parts[0] + "".join(p.split("\n", 1)[1] for p in parts[1:])
     else:
         from rich.console import Console
 
@@ -92,9 +98,10 @@ def analyze(runs: tuple[str, ...], fmt: str, output: str | None, per_step: bool,
         for a in results:
             tables.render_rich(a, console, per_step=per_step)
         return
+    text = text.rstrip("\n")  # one line end at the end, never a blank line
     if output:
         with open(output, "w") as fh:
-            fh.write(text + ("\n" if not text.endswith("\n") else ""))
+            fh.write(text + "\n")
     else:
         click.echo(text)
 
