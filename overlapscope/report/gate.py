@@ -413,6 +413,6 @@ def _judge_breakdown(metric: Metric, base_docs: list[dict], current: dict, th: T
         key, a = blind
         n = len(cur_mat)
         why = (f"too few samples ({n} per {kind}) to decide at alpha {th.alpha:g}/{len(cur_mat.columns)} {kind}s"
-               if not a.worse.decidable else f"{kind} {key} the least decidable")
+               if not a.worse.decidable else f"{kind} {key} is the least decidable of the {len(cur_mat.columns)} {kind}s")
         return _result(metric, a, "inconclusive", note=why, th=th)
     return _result(metric, worst, "pass", th=th)
