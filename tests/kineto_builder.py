@@ -71,6 +71,22 @@ class KinetoTrace:
         self.x("cuda_sync", "Stream Sync", start_ns, end_ns, pid=GPU_PID, tid=stream, stream=stream,
                correlation=self._corr)
 
+    def record_event(self, stream: int, at_ns: int) -> int:
+        """A cudaEventRecord on `stream` called at at_ns; returns its correlation id."""
+        self._corr += 1
+        self.x("cuda_runtime", "cudaEventRecord", at_ns, at_ns + 500, correlation=self._corr)
+        return self._corr
+
+    def wait_event(self, stream: int, wait_on_stream: int, record_corr: int, at_ns: int) -> None:
+        """`stream` waits for the event recorded (correlation record_corr) on wait_on_stream: the
+        cudaStreamWaitEvent call and the cuda_sync "Stream Wait Event" Kineto writes with
+        enable_cuda_sync_events (libkineto CuptiActivity.cpp eventSyncInfo)."""
+        self._corr += 1
+        self.x("cuda_runtime", "cudaStreamWaitEvent", at_ns, at_ns + 500, correlation=self._corr)
+        self.x("cuda_sync", "Stream Wait Event", at_ns + 600, at_ns + 700, pid=GPU_PID, tid=stream, stream=stream,
+               correlation=self._corr, wait_on_stream=wait_on_stream, wait_on_cuda_event_record_corr_id=record_corr,
+               wait_on_cuda_event_id=1)
+
     def document(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"schemaVersion": 1, "traceEvents": list(self.events)}
         if self.rank is not None:

@@ -2,6 +2,8 @@
 answers are known to the ns (DESIGN.md "Overlap bounds", "Critical path", "What-if")."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -145,3 +147,58 @@ def test_gate_metric_critical_comm_fails_when_comm_joins_the_critical_path():
     verdict = compare(build_baseline(base), worse, Thresholds(), ["critical_comm"])
     assert verdict.results[0].status == "regression"
     assert compare(build_baseline(base), base, Thresholds(), ["critical_comm"]).results[0].status != "regression"
+
+
+def _stream_wait_trace(tmp_path, rank: int):
+    """K1 (stream 7) -> event -> all-gather (stream 21, ends 48 µs) -> event -> K2 (stream 7, starts 50 µs);
+    an unrelated all-reduce on stream 20 ends at 50 µs, inside K2's gap, and nothing waits for it."""
+    from kineto_builder import KinetoTrace
+
+    t = KinetoTrace(rank=rank)
+    t.step(1, 0, 100 * US)
+    t.kernel("gemm_k1", 0, 30 * US, stream=7, launch_ns=1 * US)
+    rec = t.record_event(7, 2 * US)
+    t.wait_event(21, 7, rec, 3 * US)
+    t.kernel("ncclDevKernel_AllGather_RING_LL", 30 * US, 48 * US, stream=21, launch_ns=4 * US)
+    t.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 10 * US, 50 * US, stream=20, launch_ns=5 * US)
+    rec2 = t.record_event(21, 6 * US)
+    t.wait_event(7, 21, rec2, 7 * US)
+    t.kernel("gemm_k2", 50 * US, 80 * US, stream=7, launch_ns=8 * US)
+    return t.write(tmp_path / f"rank{rank}.json")
+
+
+def test_stream_wait_events_are_the_dependency_not_timing(tmp_path):
+    from overlapscope.pipeline.run import analyze_run
+
+    for r in (0, 1):
+        _stream_wait_trace(tmp_path, r)
+    a = analyze_run(tmp_path, cache=False)
+    # K2 waited for the all-gather (2 µs of lag after it), not for the all-reduce that ended later
+    assert saved(a, "collective", "all_reduce") == 0
+    assert saved(a, "collective", "all_gather") == 18 * US
+    assert a.critical_path["label"].tolist() == ["gemm_k1", "ncclDevKernel_AllGather_RING_LL", "gemm_k2"]
+    assert a.critical_path["lag_ns"].tolist() == [0, 0, 2 * US]
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_reference_fsdp2_without_prefetch_ranks_the_forward_all_gathers_first():
+    from overlapscope.pipeline.run import analyze_run
+
+    w = analyze_run(REPO / "traces/fsdp2_no_prefetch", cache=False).whatif
+    by_pass = w[w["key_type"] == "collective_pass"]
+    assert by_pass["key"].iloc[0] == "all_gather in forward"
+    assert w[w["key_type"] == "collective"]["key"].iloc[0] == "all_gather"
+
+
+def test_reference_ddp_ranks_each_steps_last_all_reduce_first():
+    from overlapscope.pipeline.run import analyze_run
+
+    for run in ("ddp", "ddp_one_bucket"):
+        a = analyze_run(REPO / "traces" / run, cache=False)
+        c = a.collectives.drop_duplicates("instance")
+        last = c.sort_values("start_ns").groupby("step")["instance"].last()
+        best = a.collective_slack.sort_values("saved_ns", ascending=False).groupby("step")["instance"].first()
+        assert (best.sort_index() == last.sort_index()).all(), run
+        assert (a.collective_slack.groupby("step")["saved_ns"].max() > 0).all()

@@ -23,7 +23,7 @@ what-if. Cross-rank edges (a collective completes when its last rank arrives) ar
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Mapping, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -57,8 +57,9 @@ def _pass_of(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     return np.where(found >= 0, ann_name[ann[np.maximum(found, 0)]] if ann.size else "", "").astype(object)
 
 
-def rank_graph(events: pd.DataFrame, windows: pd.DataFrame) -> RankGraph:
-    """The graph of one rank's event table inside its step windows (module docstring)."""
+def rank_graph(events: pd.DataFrame, windows: pd.DataFrame, stream_waits: Mapping[str, list] | None = None) -> RankGraph:
+    """The graph of one rank's event table inside its step windows (module docstring). stream_waits: the
+    reader's record of CUDA stream waits (RankTrace.meta["stream_waits"]), when the trace has them."""
     kind = events["kind"]
     work = np.flatnonzero(isin(kind, tuple(_CLASS)))
     start = events["start_ns"].to_numpy(np.int64)
@@ -114,10 +115,10 @@ def rank_graph(events: pd.DataFrame, windows: pd.DataFrame) -> RankGraph:
     })
     # the solver's order: window, lane, start (compute and copy nodes of one lane interleave)
     nodes = nodes.iloc[np.lexsort((node_end, s[first], lane[first], win[first]))].reset_index(drop=True)
-    return _edges_and_lags(nodes, wins_s, events)
+    return _edges_and_lags(nodes, wins_s, stream_waits)
 
 
-def _edges_and_lags(nodes: pd.DataFrame, wins_s: np.ndarray, events: pd.DataFrame) -> RankGraph:
+def _edges_and_lags(nodes: pd.DataFrame, wins_s: np.ndarray, stream_waits: Mapping[str, list] | None) -> RankGraph:
     n = len(nodes)
     s, e = nodes["start_ns"].to_numpy(np.int64), nodes["end_ns"].to_numpy(np.int64)
     win = nodes["win"].to_numpy(np.int64)
@@ -161,7 +162,7 @@ def _edges_and_lags(nodes: pd.DataFrame, wins_s: np.ndarray, events: pd.DataFram
         miss = q[~hit]
         base[miss] = np.maximum(base[miss], np.minimum(launch[miss], s[miss]))
 
-    ev_src, ev_dst = _event_edges(nodes, events)
+    ev_src, ev_dst = _event_edges(nodes, stream_waits)
     src.append(ev_src), dst.append(ev_dst), lag.append(np.zeros(ev_src.size, np.int64))
     etype.append(np.full(ev_src.size, "event", dtype=object))
 
@@ -234,37 +235,33 @@ def _gate_edges(nodes: pd.DataFrame, bound: np.ndarray, *, has_events: bool) -> 
                          "lag_ns": np.zeros(src.size, np.int64), "type": np.full(src.size, "gate", dtype=object)})
 
 
-def _event_edges(nodes: pd.DataFrame, events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Stream waits recorded by the reader (columns wait_lane, wait_corr on sync rows; absent: none)."""
+def _event_edges(nodes: pd.DataFrame, waits: Mapping[str, list] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Stream waits (the reader's `stream_waits`: lane, corr, wait_lane, record_corr lists) as node pairs:
+    the last node of wait_lane launched before the record -> the first node of lane launched after the wait
+    (correlation ids number a process's CUDA calls in call order)."""
     empty = (np.empty(0, np.int64), np.empty(0, np.int64))
-    if "wait_corr" not in events.columns:
-        return empty
-    waits = np.flatnonzero(isin(events["kind"], ("sync",)) & (events["wait_corr"].to_numpy(np.int64) >= 0))
-    if waits.size == 0:
+    if not waits or not waits.get("lane"):
         return empty
     lane = nodes["lane"].to_numpy(object).astype(str)
     corr = nodes["corr"].to_numpy(np.int64)
-    w_lane = np.asarray(events["lane"].astype(str).to_numpy(object))[waits]
-    w_from = np.asarray(events["wait_lane"].astype(str).to_numpy(object))[waits]
-    w_corr = events["correlation"].to_numpy(np.int64)[waits]
-    rec_corr = events["wait_corr"].to_numpy(np.int64)[waits]
-    src, dst = [], []
-    for ln in np.unique(np.concatenate([w_lane, w_from])):
-        on = np.flatnonzero(lane == ln)
+    w_lane = np.asarray(waits["lane"], dtype=object).astype(str)
+    w_from = np.asarray(waits["wait_lane"], dtype=object).astype(str)
+    w_corr = np.asarray(waits["corr"], dtype=np.int64)
+    rec_corr = np.asarray(waits["record_corr"], dtype=np.int64)
+    producer = np.full(w_lane.size, -1, np.int64)
+    consumer = np.full(w_lane.size, -1, np.int64)
+    for ln in np.unique(np.concatenate([w_lane, w_from])):  # a loop over streams, not events
+        on = np.flatnonzero((lane == ln) & (corr >= 0))
         on = on[np.argsort(corr[on], kind="stable")]
         c = corr[on]
-        # producer: last node of the recording stream launched before the record
+        if c.size == 0:
+            continue
         prod = np.flatnonzero(w_from == ln)
         i = np.searchsorted(c, rec_corr[prod], side="left") - 1
+        producer[prod] = np.where(i >= 0, on[np.maximum(i, 0)], -1)
         cons = np.flatnonzero(w_lane == ln)
         j = np.searchsorted(c, w_corr[cons], side="right")
-        src.append((prod, np.where(i >= 0, on[np.maximum(i, 0)], -1)))
-        dst.append((cons, np.where(j < c.size, on[np.minimum(j, c.size - 1)], -1) if c.size else np.full(j.size, -1)))
-    p_of = np.full(waits.size, -1, np.int64)
-    d_of = np.full(waits.size, -1, np.int64)
-    for idx, val in src:
-        p_of[idx] = val
-    for idx, val in dst:
-        d_of[idx] = val
-    ok = (p_of >= 0) & (d_of >= 0)
-    return p_of[ok], d_of[ok]
+        consumer[cons] = np.where(j < c.size, on[np.minimum(j, c.size - 1)], -1)
+    ok = (producer >= 0) & (consumer >= 0)
+    ok[ok] = nodes["win"].to_numpy()[producer[ok]] == nodes["win"].to_numpy()[consumer[ok]]
+    return producer[ok], consumer[ok]

@@ -19,7 +19,8 @@ import pandas as pd
 from .critical_path import Solved, step_spans
 from .longest_path import forward
 
-WHATIF_COLUMNS = ("key_type", "key", "steps", "collectives", "saved_ns", "saved_per_step_ns", "saved_pct")
+WHATIF_COLUMNS = ("key_type", "key", "steps", "collectives", "saved_ns", "saved_per_step_ns", "saved_pct",
+                  "saved_no_sync_ns")
 KEY_TYPES = ("collective", "group", "scope", "pass", "collective_scope", "collective_pass")
 
 
@@ -35,11 +36,15 @@ def comm_keys(nodes: pd.DataFrame) -> dict[str, np.ndarray]:
     return {k: np.where(comm, v, "").astype(object) for k, v in keys.items()}
 
 
-def _hidden(solved: Solved, mask: np.ndarray) -> pd.Series:
+def _hidden(solved: Solved, mask: np.ndarray, *, no_sync: bool = False) -> pd.Series:
+    """Step spans with the masked comm nodes' time removed; no_sync: their rendezvous too (each member
+    ends when it arrives, as a collective running fully in the background would)."""
     g = solved.graph
     matched = g.inst >= 0
     dur = np.where(mask & ~matched, 0, g.dur)
     transfer = np.where(mask & matched, 0, g.transfer)
+    if no_sync:
+        g = g._replace(inst=np.where(mask, -1, g.inst))
     _, y = forward(g, dur=dur, transfer=transfer)
     return step_spans(solved, y)
 
@@ -54,10 +59,11 @@ def whatif_by_key(solved: Solved) -> pd.DataFrame:
         for key in sorted(set(labels.tolist()) - {""}):
             mask = labels == key
             saved = base - _hidden(solved, mask)
+            no_sync = base - _hidden(solved, mask, no_sync=True)
             n_coll = _count_collectives(nodes, mask, solved.graph.inst)
             rows.append((key_type, key, int((saved.index.isin(nodes.loc[mask, "step"].unique())).sum()), n_coll,
                          int(saved.sum()), float(saved.sum()) / max(len(base), 1),
-                         100.0 * float(saved.sum()) / total if total > 0 else np.nan))
+                         100.0 * float(saved.sum()) / total if total > 0 else np.nan, int(no_sync.sum())))
     out = pd.DataFrame(rows, columns=WHATIF_COLUMNS)
     return out.sort_values(["saved_ns", "key_type", "key"], ascending=[False, True, True],
                            kind="stable").reset_index(drop=True)

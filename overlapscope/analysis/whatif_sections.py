@@ -48,7 +48,7 @@ def cost_section(run: Run, collectives: pd.DataFrame, config: CostConfig = CostC
 
 
 def whatif_sections(run: Run, graphs: Sequence[RankGraph], windows: Sequence[pd.DataFrame],
-                    cross: Mapping[str, Any]) -> dict[str, Any]:
+                    cross: Mapping[str, Any], cost: CostConfig = CostConfig()) -> dict[str, Any]:
     """Keyword arguments for `Analysis`: critical_steps, critical_path, collective_slack, whatif, cost_model,
     and critical_comm (rank, step, critical_comm_ns) for the steps frame. graphs, windows: per rank in
     run.ranks order; cross: crossrank.cross_rank_sections' result."""
@@ -56,7 +56,7 @@ def whatif_sections(run: Run, graphs: Sequence[RankGraph], windows: Sequence[pd.
     collectives = cross["collectives"]
     empty = {"critical_steps": pd.DataFrame(columns=STEP_COLUMNS), "critical_path": pd.DataFrame(columns=PATH_COLUMNS),
              "collective_slack": pd.DataFrame(columns=SLACK_COLUMNS), "whatif": pd.DataFrame(columns=WHATIF_COLUMNS),
-             "cost_model": cost_section(run, collectives) if len(collectives) else pd.DataFrame(columns=COST_COLUMNS),
+             "cost_model": cost_section(run, collectives, cost) if len(collectives) else pd.DataFrame(columns=COST_COLUMNS),
              "critical_comm": pd.DataFrame({"rank": [], "step": [], "critical_comm_ns": []})}
     if not any(len(g.nodes) for g in graphs):
         return empty

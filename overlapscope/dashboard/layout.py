@@ -42,7 +42,8 @@ def page(runs: list[RunData], cache: FigureCache) -> html.Div:
         return html.Div(children, style={"fontFamily": "sans-serif", "margin": "12px"})
     choice = step_choice(runs)
     children.append(html.Div([html.Div(summary_block(runs[i], i), style=_COL) for i in ok], style=_ROW))
-    tabs = [dcc.Tab(label="Timeline", value="timeline"), dcc.Tab(label="Breakdowns", value="breakdowns")]
+    tabs = [dcc.Tab(label="Timeline", value="timeline"), dcc.Tab(label="Breakdowns", value="breakdowns"),
+            dcc.Tab(label="What-if", value="whatif")]
     if choice.paired:
         tabs.append(dcc.Tab(label="Compare", value="compare"))
     children += [step_selector(choice), dcc.Tabs(id="tabs", value="timeline", children=tabs),
@@ -112,6 +113,10 @@ def tab_content(tab: str, runs: list[RunData], cache: FigureCache, selected: int
                                        style=_COL) for i in choice.shown], style=_ROW)]
         [i] = choice.shown
         return [timeline_view(runs[i], i, cache.timeline(i, steps[i]) if steps[i] is not None else {})]
+    if tab == "whatif":
+        from .whatif_view import whatif_view
+
+        return [html.Div([html.Div(whatif_view(runs[i], i, steps[i]), style=_COL) for i in choice.shown], style=_ROW)]
     return [html.Div([html.Div(breakdown_view(runs[i], i, cache, steps[i]), style=_COL) for i in choice.shown],
                      style=_ROW)]
 

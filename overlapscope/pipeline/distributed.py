@@ -64,8 +64,10 @@ def map_ranks(jobs: list[list[Path]], read: ReadOptions, options: RunOptions) ->
     return map_files(rank_job, jobs, *args, workers=options.pool_workers, label="reading and analyzing ranks")
 
 
-def reduce_outcomes(path: Path, per_job: list[list[RankOutcome]], *, keep_events: bool = False) -> Analysis:
-    """Number ranks, raise the first analysis error in rank order, combine."""
+def reduce_outcomes(path: Path, per_job: list[list[RankOutcome]], *, keep_events: bool = False,
+                    cost: Any = None) -> Analysis:
+    """Number ranks, raise the first analysis error in rank order, combine (cost: the cost model's
+    CostConfig, default when None)."""
     by_trace = {id(o.trace): o for outcomes in per_job for o in outcomes}
     ranks = assemble([[o.trace for o in outcomes] for outcomes in per_job])
     run = make_run(path, ranks)
@@ -73,7 +75,7 @@ def reduce_outcomes(path: Path, per_job: list[list[RankOutcome]], *, keep_events
     for o in ordered:
         if o.error is not None:
             raise o.error
-    analysis = combine(run, [o.sections for o in ordered])
+    analysis = combine(run, [o.sections for o in ordered], cost=cost)
     if keep_events:
         analysis.traces = run
     return analysis

@@ -50,6 +50,15 @@ class RunOptions:
     memory, and used only when the run is big enough to pay for one)."""
     dask_client: Any = field(default=None, compare=False)
     """A running `distributed.Client` to run the per-rank work on (Python API)."""
+    link_gbps: float | None = field(default=None, metadata=_cli(
+        "--link-gbps", type=click.FloatRange(min=0, min_open=True), metavar="GBPS"))
+    """Cost model: intra-node link peak, GB/s per direction per GPU (default: from the GPU model)."""
+    inter_node_gbps: float | None = field(default=None, metadata=_cli(
+        "--inter-node-gbps", type=click.FloatRange(min=0, min_open=True), metavar="GBPS"))
+    """Cost model: inter-node peak, GB/s per GPU (default: the NIC of the GPU's reference system)."""
+    latency_us: float | None = field(default=None, metadata=_cli(
+        "--latency-us", type=click.FloatRange(min=0, min_open=True), metavar="US"))
+    """Cost model: latency per algorithm step, µs (default 1 inside a node, 5 across nodes)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "comm_patterns", tuple(self.comm_patterns))

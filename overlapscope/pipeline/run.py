@@ -46,7 +46,15 @@ def analyze_run(path: str | Path, options: RunOptions | None = None, *, keep_eve
     options = _options(options, fields)
     path = Path(path)
     per_job = map_ranks(plan_jobs(trace_files(path)), read_options(options, path), options)
-    return reduce_outcomes(path, per_job, keep_events=keep_events)
+    return reduce_outcomes(path, per_job, keep_events=keep_events, cost=cost_config(options))
+
+
+def cost_config(options: RunOptions) -> "CostConfig":
+    """The cost model's share of RunOptions."""
+    from ..analysis.costmodel import CostConfig
+
+    return CostConfig(link_gbps=options.link_gbps, inter_node_gbps=options.inter_node_gbps,
+                      latency_us=options.latency_us)
 
 
 def load_run(path: str | Path, options: RunOptions | None = None, **fields: Any) -> Run:

@@ -83,10 +83,11 @@ def _critical_table(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
 
 
 def _whatif_table(analysis: Analysis, top: int = 12) -> tuple[list[str], list[list[str]]]:
-    header = ["key type", "key", "collectives", "saved ms/step", "saved % of path"]
+    header = ["key type", "key", "collectives", "saved ms/step", "saved % of path", "without its sync ms/step"]
     w = _frame(analysis, "whatif")
+    steps = max(len(_frame(analysis, "critical_steps")), 1)
     return header, [[str(r.key_type), str(r.key) or "(none)", str(r.collectives), _ms(r.saved_per_step_ns),
-                     _pct(r.saved_pct)] for r in w.head(top).itertuples(index=False)]
+                     _pct(r.saved_pct), _ms(r.saved_no_sync_ns / steps)] for r in w.head(top).itertuples(index=False)]
 
 
 def _cost_table(analysis: Analysis, top: int = 12) -> tuple[list[str], list[list[str]]]:
