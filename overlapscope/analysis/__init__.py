@@ -45,7 +45,7 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     sets = lane_sets(ev)  # merged compute/comm/copy, shared by every analyzer below
     overlap = overlap_by_step(ev, windows, sets=sets)
     overlap = pd.concat([overlap, overlap_bounds(ev, windows, overlap, sets=sets)], axis=1)
-    out = {"windows": windows, "steps": overlap, "comm_on_compute": comm_on_compute_lanes(ev),
+    out = {"windows": windows, "steps": overlap, "comm_on_compute": comm_on_compute_lanes(ev, sets["compute"]),
            "graph": rank_graph(ev, windows, trace.meta.get("stream_waits"))}
     key_steps = []
     scopes = launch_scopes(ev, comm_rows)
