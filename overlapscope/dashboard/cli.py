@@ -36,9 +36,11 @@ def dashboard(runs: tuple[str, ...], port: int, host: str, options: RunOptions) 
 @one_line_errors
 def export(run: str, out: str, options: RunOptions) -> None:
     """Export RUN as a Chrome trace with the exposed communication as an extra track."""
+    from ..output_paths import check_output
     from ..pipeline.run import analyze_run
     from ..report.perfetto import write_perfetto
 
+    check_output(out, "--perfetto", [run])
     analysis = analyze_run(run, options, keep_events=True)
     n = write_perfetto(analysis.traces, out, no_steps=options.no_steps, clock_offsets_ns=analysis.clock_offsets_ns)
     click.echo(f"wrote {out}: {n} events")

@@ -17,6 +17,7 @@ import orjson
 from ..core.table import RankTrace, Run
 from ..errors import OverlapscopeError, ReadBug, TraceError
 from .kineto import read_kineto
+from .own_outputs import written_by_overlapscope
 from .steps import DEFAULT_STEP_PATTERN, step_regex
 
 log = logging.getLogger(__name__)
@@ -93,15 +94,31 @@ def _suffix(path: Path) -> str | None:
 
 
 def trace_files(path: Path) -> list[Path]:
-    """The trace files a RUN argument names: the file itself, or a directory's traces."""
+    """The trace files a RUN argument names: the file itself, or a directory's traces.
+
+    Files overlapscope wrote (a report, baseline or Perfetto export saved in the run directory) are
+    skipped with a warning: they are recognised by their content, whatever their name."""
     if not path.exists():
         raise OverlapscopeError("no such file or directory", path)
     if path.is_file():
         if _suffix(path) is None:
             raise OverlapscopeError("not a trace (expected .json, .json.gz, .sqlite or .nsys-rep)", path)
+        own = written_by_overlapscope(path)
+        if own:
+            raise OverlapscopeError(f"is an overlapscope {own}, not a trace", path)
         return [path]
-    files = sorted(p for p in path.iterdir()
-                   if p.is_file() and _suffix(p) is not None and p.name != MANIFEST)
+    if not path.is_dir():
+        raise OverlapscopeError("not a regular file or directory (a FIFO or device?); give a trace or a run "
+                                "directory", path)
+    try:
+        entries = sorted(path.iterdir())
+    except OSError as exc:
+        raise OverlapscopeError(f"cannot list the directory: {exc.strerror or exc}", path) from None
+    files = [p for p in entries if p.is_file() and _suffix(p) is not None and p.name != MANIFEST]
+    own = {p: kind for p in files if (kind := written_by_overlapscope(p))}
+    for p, kind in own.items():
+        log.warning("%s: skipped, an overlapscope %s (not a trace)", p, kind)
+    files = [p for p in files if p not in own]
     # A report and its export are one trace: read the export.
     exported = {p.name[: -len(".sqlite")] for p in files if p.name.endswith(".sqlite")}
     files = [p for p in files if not (p.name.endswith(".nsys-rep") and p.name[: -len(".nsys-rep")] in exported)]
