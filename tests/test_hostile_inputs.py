@@ -206,3 +206,133 @@ def test_a_bad_step_pattern_is_one_line(tmp_path):
     assert result.stderr.splitlines() == [
         "overlapscope: error: --step-pattern '(' is not a regular expression (missing ), unterminated subpattern "
         "at position 0)"]
+
+
+# ---- output paths ----
+
+@pytest.fixture
+def run(tmp_path):
+    """A one-rank run directory (the base Kineto trace) and a place outside it for outputs."""
+    d = tmp_path / "run"
+    d.mkdir()
+    H.write_kineto(d / "rank0.json")
+    (tmp_path / "out").mkdir()
+    return d
+
+
+def cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def error_line(result):
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    return line.removeprefix("overlapscope: error: ")
+
+
+INSIDE = "is inside the run directory {run}: it would be read as a trace next time, or replace one; write it elsewhere"
+
+
+@pytest.mark.parametrize("command", [
+    ("analyze", "{run}", "-o", "{run}/rank1.json"),
+    ("analyze", "{run}", "--format", "json", "-o", "{run}/report.json"),
+    ("export", "{run}", "--perfetto", "{run}/rank0.json"),
+    ("baseline", "{run}", "-o", "{run}/baseline.json"),
+])
+def test_an_output_inside_the_run_directory_is_refused_before_anything_is_written(run, command):
+    before = sorted(p.name for p in run.iterdir())
+    args = [a.format(run=run) for a in command]
+    option, out = args[-2], args[-1]
+    assert error_line(cli(*args)) == f"{option} {out} " + INSIDE.format(run=run)
+    assert sorted(p.name for p in run.iterdir()) == before
+    assert (run / "rank0.json").read_bytes() == H.write_kineto(run.parent / "copy.json").read_bytes()
+
+
+def test_an_output_that_is_the_input_trace_is_refused(run):
+    trace = run / "rank0.json"
+    assert error_line(cli("analyze", trace, "-o", trace)) == \
+        f"-o {trace} is the input {trace}: it would be overwritten; write it elsewhere"
+
+
+def test_an_existing_trace_elsewhere_is_never_replaced(run, tmp_path):
+    other = H.write_kineto(tmp_path / "out" / "someone_elses.json")
+    assert error_line(cli("export", run, "--perfetto", other)) == (
+        f"--perfetto {other} exists and is not a file overlapscope wrote (a trace?); it is never replaced: "
+        "write elsewhere")
+
+
+@pytest.fixture
+def baseline(run, tmp_path):
+    path = tmp_path / "out" / "baseline.json"
+    assert cli("baseline", run, "-o", path).exit_code == 0
+    return path
+
+
+def test_check_refuses_a_report_over_its_baseline_and_two_reports_in_one_file(run, baseline, tmp_path):
+    assert error_line(cli("check", run, "--baseline", baseline, "--junit", baseline)) == \
+        f"--junit {baseline} is the input {baseline}: it would be overwritten; write it elsewhere"
+    same = tmp_path / "out" / "r.xml"
+    assert error_line(cli("check", run, "--baseline", baseline, "--junit", same, "--summary", same)) == \
+        f"--junit and --summary name the same file {same}"
+    assert not same.exists()
+
+
+def test_write_failures_are_exit_2_never_1(run, baseline, tmp_path):
+    blocked = tmp_path / "out" / "a_file"
+    blocked.write_text("")
+    target = blocked / "junit.xml"  # a file where a folder should be
+    assert error_line(cli("check", run, "--baseline", baseline, "--junit", target)) == \
+        f"{target}: cannot write: {blocked} is not a directory"
+    assert error_line(cli("analyze", run, "-o", target)) == f"{target}: cannot write: {blocked} is not a directory"
+    assert error_line(cli("profile", "--out", blocked / "x", "--", "python", "-c", "pass")) == \
+        f"{blocked / 'x'}: cannot create the output directory: Not a directory"
+
+
+def test_outputs_get_the_users_umask(run, baseline, tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        out = tmp_path / "out"
+        assert cli("analyze", run, "-o", out / "a.txt").exit_code == 0
+        assert cli("check", run, "--baseline", baseline, "--junit", out / "j.xml", "--summary", out / "s.md"
+                   ).exit_code == 0
+        assert cli("export", run, "--perfetto", out / "p.json").exit_code == 0
+        for name in ("a.txt", "j.xml", "s.md", "p.json", "baseline.json"):
+            assert (out / name).stat().st_mode & 0o777 == 0o644, name
+    finally:
+        os.umask(old)
+
+
+def test_reports_baselines_and_exports_in_a_run_directory_are_skipped_by_content(run, baseline, tmp_path, caplog):
+    out = tmp_path / "out"
+    assert cli("analyze", run, "--format", "json", "-o", out / "report.json").exit_code == 0
+    assert cli("export", run, "--perfetto", out / "trace.json").exit_code == 0
+    for name, new in (("report.json", "r.json"), ("trace.json", "rank7.json"), ("baseline.json", "b.json")):
+        (out / name).rename(run / new)  # names that look like traces: the content says otherwise
+    with caplog.at_level(logging.WARNING):
+        result = analyze(run)
+    assert result.exit_code == 0, result.output
+    assert sorted(r.getMessage() for r in caplog.records) == [
+        f"{run / 'b.json'}: skipped, an overlapscope baseline (not a trace)",
+        f"{run / 'r.json'}: skipped, an overlapscope report (not a trace)",
+        f"{run / 'rank7.json'}: skipped, an overlapscope perfetto (not a trace)"]
+    assert totals(result) == (BASE_TOTAL, [1, 2])
+    assert error_line(analyze(run / "r.json")) == f"{run / 'r.json'}: is an overlapscope report, not a trace"
+
+
+def test_a_fifo_or_an_unlistable_directory_as_run_is_one_line(tmp_path, monkeypatch):
+    import os
+    from pathlib import Path
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert error_line(analyze(fifo)) == \
+        f"{fifo}: not a regular file or directory (a FIFO or device?); give a trace or a run directory"
+    locked = tmp_path / "locked"
+    locked.mkdir()
+
+    def denied(self):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(Path, "iterdir", denied)  # chmod 000 does not stop root, who runs CI here
+    assert error_line(analyze(locked)) == f"{locked}: cannot list the directory: Permission denied"
