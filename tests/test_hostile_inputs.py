@@ -336,3 +336,79 @@ def test_a_fifo_or_an_unlistable_directory_as_run_is_one_line(tmp_path, monkeypa
         raise PermissionError(13, "Permission denied")
     monkeypatch.setattr(Path, "iterdir", denied)  # chmod 000 does not stop root, who runs CI here
     assert error_line(analyze(locked)) == f"{locked}: cannot list the directory: Permission denied"
+
+
+# ---- cache ----
+
+def _read_through_cache(path, cfg, calls):
+    from overlapscope.ingest.kineto import read_kineto
+    from overlapscope.pipeline.cache import cached_read
+
+    def reader(p):
+        calls.append(p)
+        return read_kineto(p)
+    return cached_read(path, reader, {}, cfg)
+
+
+@pytest.fixture
+def cached(tmp_path):
+    from overlapscope.pipeline.cache import LOCAL_DIR, CacheConfig
+
+    path = H.write_kineto(tmp_path / "rank0.json")
+    cfg = CacheConfig(min_bytes=0, user_dir=tmp_path / "user", beside_trace=True)
+    _read_through_cache(path, cfg, [])
+    (entry,) = (tmp_path / LOCAL_DIR).glob("*.parquet")
+    return path, cfg, entry
+
+
+def _same_trace(a, b):
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(a.events, b.events, check_exact=True)
+    pd.testing.assert_frame_equal(a.steps, b.steps, check_exact=True)
+    assert (a.rank, a.meta, a.device, a.world_size) == (b.rank, b.meta, b.device, b.world_size)
+
+
+def test_a_truncated_cache_entry_is_discarded_rewritten_and_reported(cached, caplog):
+    from overlapscope.ingest.kineto import read_kineto
+
+    path, cfg, entry = cached
+    entry.write_bytes(entry.read_bytes()[:-100])
+    calls = []
+    with caplog.at_level(logging.WARNING):
+        trace = _read_through_cache(path, cfg, calls)
+    assert calls == [path]  # read again from the trace
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert message.startswith(f"{path}: cache entry {entry} is damaged (") and \
+        message.endswith("); discarded, the trace is read again and the entry rewritten")
+    _same_trace(trace, read_kineto(path))
+    calls.clear()
+    _same_trace(_read_through_cache(path, cfg, calls), trace)
+    assert calls == []  # the rewritten entry is whole again
+
+
+def test_a_flipped_bit_in_a_cache_entry_is_never_served(cached, caplog):
+    """40 flipped bits at seeded places: each is either harmless (the same table) or found (a warning,
+    a fresh read, the entry rewritten); never a different table."""
+    import random
+
+    from overlapscope.ingest.kineto import read_kineto
+
+    path, cfg, entry = cached
+    fresh, good = read_kineto(path), entry.read_bytes()
+    rng = random.Random(13)
+    found = 0
+    for _ in range(40):
+        raw = bytearray(good)
+        raw[rng.randrange(len(raw))] ^= 1 << rng.randrange(8)
+        entry.write_bytes(bytes(raw))
+        caplog.clear()
+        calls = []
+        with caplog.at_level(logging.WARNING):
+            trace = _read_through_cache(path, cfg, calls)
+        _same_trace(trace, fresh)
+        warned = any("is damaged" in r.getMessage() for r in caplog.records)
+        assert warned == bool(calls)
+        found += warned
+        entry.write_bytes(good)
+    assert found >= 10  # 19 here: the rest fell on bytes no reader uses (the key, and so the bytes, move with the version)
