@@ -412,3 +412,30 @@ def test_a_flipped_bit_in_a_cache_entry_is_never_served(cached, caplog):
         found += warned
         entry.write_bytes(good)
     assert found >= 10  # 19 here: the rest fell on bytes no reader uses (the key, and so the bytes, move with the version)
+
+
+# ---- dashboard ----
+
+@pytest.fixture(scope="module")
+def dashboard_app(tmp_path_factory):
+    pytest.importorskip("dash")
+    from overlapscope.dashboard import create_app
+
+    path = H.write_kineto(tmp_path_factory.mktemp("dash") / "rank0.json")
+    return create_app([str(path)], host="10.1.2.3", allow_hosts=("box.lan",))
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:8050", "127.0.0.1.evil.example", "10.1.2.4:8050",
+                                  "box.lan.evil.example", ""])
+@pytest.mark.parametrize("url", ["/", "/_dash-layout", "/_dash-dependencies", "/assets/plotly-cartesian.min.js"])
+def test_dashboard_refuses_requests_for_another_host(dashboard_app, host, url):
+    response = dashboard_app.server.test_client().get(url, headers={"Host": host})
+    assert response.status_code == 403
+    assert b"rank0" not in response.data and b"nccl" not in response.data.lower()
+
+
+@pytest.mark.parametrize("host", ["localhost:8050", "127.0.0.1:8050", "[::1]:8050", "10.1.2.3:8050", "box.lan",
+                                  "BOX.LAN:80"])
+def test_dashboard_answers_its_own_names(dashboard_app, host):
+    response = dashboard_app.server.test_client().get("/_dash-layout", headers={"Host": host})
+    assert response.status_code == 200 and b"rank0" in response.data
