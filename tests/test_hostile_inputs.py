@@ -79,6 +79,8 @@ ONE_NCCL_LESS = {**BASE_TOTAL, "comm_ns": 3_000, "exposed_comm_ns": 2_000, "idle
 KINETO_RECOVERED = {
     "rank_beyond_world_size": (H.set_top(("distributedInfo", "rank"), 3), "distributedInfo.rank 3 is not below "
                                "its world_size 1", BASE_TOTAL, [1, 2]),
+    "step_without_launches": (H.add_step(3, 30_000, 40_000), "step 3 launched no device work (no kernel, memcpy or "
+                              "memset launched inside the range); left out", BASE_TOTAL, [1, 2]),
     "dur_negative": (H.set_event(5, "dur", -3.0), "dropped 1 events: 1 with a negative dur", ONE_NCCL_LESS, [1, 2]),
     "nccl_kernel_twice": (H.duplicate_events(4, 5), "dropped 2 events: 2 exact duplicates (holding 0.003 ms of "
                           "device time)", BASE_TOTAL, [1, 2]),
@@ -86,11 +88,13 @@ KINETO_RECOVERED = {
                           "of device time)", BASE_TOTAL, [1, 2]),
     "step_enclosing_the_others": (H.add_step(9, -500, 20_500), "1 step range encloses other step ranges (step 9); "
                                   "the innermost ranges are the steps", BASE_TOTAL, [1, 2]),
-    "step_number_repeated": (H.add_step(1, 30_000, 40_000), "step number 1 appears on separate ranges (two "
+    "step_number_repeated": (H.add_step(1, 30_000, 40_000), ("step number 1 appears on separate ranges (two "
                              "profiling sessions?); steps are numbered 0-2 by their order in time instead",
-                             BASE_TOTAL, [0, 1]),
-    "steps_overlapping": (H.add_step(3, 15_000, 25_000), "1 step range overlaps the next step; each ends where "
-                          "the next starts", BASE_TOTAL, [1, 2]),
+                             "step 2 launched no device work (no kernel, memcpy or memset launched inside the "
+                             "range); left out"), BASE_TOTAL, [0, 1]),
+    "steps_overlapping": (H.add_step(3, 15_000, 25_000), ("1 step range overlaps the next step; each ends where "
+                          "the next starts", "step 3 launched no device work (no kernel, memcpy or memset launched "
+                          "inside the range); left out"), BASE_TOTAL, [1, 2]),
 }
 
 
@@ -102,6 +106,13 @@ def assert_refused(result, path, problem):
     assert result.exit_code == 2, result.output
     assert result.stdout == ""
     assert result.stderr.splitlines() == [f"overlapscope: error: {path}: {problem}"]
+
+
+def test_a_rank_number_in_the_file_name_beyond_any_job_is_refused(tmp_path):
+    def no_rank(doc):
+        del doc["distributedInfo"]
+    path = H.write_kineto(tmp_path / "trace_rank1099511627776.json", no_rank)
+    assert_refused(analyze(path), path, "the rank in the file name (rank1099511627776) is not below 262144")
 
 
 @pytest.mark.parametrize("name", sorted(KINETO_REFUSED))
@@ -130,7 +141,8 @@ def test_kineto_recovered_with_a_counted_warning(tmp_path, caplog, name):
     with caplog.at_level(logging.WARNING):
         result = analyze(path)
     assert result.exit_code == 0, result.output
-    assert [r.getMessage() for r in caplog.records] == [f"{path}: {warning}"]
+    warnings = (warning,) if isinstance(warning, str) else warning
+    assert [r.getMessage() for r in caplog.records] == [f"{path}: {w}" for w in warnings]
     assert totals(result) == (total, steps)
 
 
@@ -439,3 +451,83 @@ def test_dashboard_refuses_requests_for_another_host(dashboard_app, host, url):
 def test_dashboard_answers_its_own_names(dashboard_app, host):
     response = dashboard_app.server.test_client().get("/_dash-layout", headers={"Host": host})
     assert response.status_code == 200 and b"rank0" in response.data
+
+
+# ---- manifest ----
+
+def _manifest_run(tmp_path, manifest):
+    import json
+
+    d = tmp_path / "run"
+    d.mkdir()
+    H.write_kineto(d / "rank0.json")
+    (d / "manifest.json").write_text(json.dumps(manifest) if not isinstance(manifest, str) else manifest)
+    return d
+
+
+MANIFEST_REFUSED = {
+    "world_size_1e9": ({"world_size": 10**9}, "world_size is 1000000000, expected an integer from 1 to 262144"),
+    "world_size_text": ({"world_size": "8"}, "world_size is '8', expected an integer from 1 to 262144"),
+    "world_size_true": ({"world_size": True}, "world_size is True, expected an integer from 1 to 262144"),
+    "rank_beyond_world": ({"world_size": 2, "ranks": {"5": {}}}, "ranks key is '5', expected a rank from 0 to 1"),
+    "missing_rank_2_40": ({"missing_ranks": [2**40]},
+                          "missing_ranks[0] is 1099511627776, expected a rank from 0 to 262143"),
+    "complete_text": ({"ranks": {"0": {"complete": "no"}}}, "ranks['0'].complete is 'no', expected true or false"),
+    "steps_negative": ({"steps": -1}, "steps is -1, expected a non-negative integer"),
+    "not_an_object": ([1, 2], "the manifest is [1, 2], expected a JSON object"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MANIFEST_REFUSED))
+def test_manifest_refused(tmp_path, name):
+    manifest, problem = MANIFEST_REFUSED[name]
+    run = _manifest_run(tmp_path, manifest)
+    assert error_line(analyze(run)) == f"{run / 'manifest.json'}: {problem}"
+
+
+# ---- a rank that stopped mid-capture ----
+
+def _stopped_run(tmp_path, *, cpu: bool = False):
+    """Two ranks, three steps; rank 1 raised in step 3 (its manifest entry says complete: false)."""
+    import json
+
+    from kineto_builder import KinetoTrace
+
+    d = tmp_path / "run"
+    d.mkdir()
+    for rank in (0, 1):
+        t = KinetoTrace(rank=rank, world_size=2, base_ns=H.BASE_NS)
+        for n in (1, 2, 3):
+            o = (n - 1) * 10_000
+            t.step(n, o, o + 10_000)
+            if rank == 1 and n == 3:
+                (t.cpu_op if cpu else t.kernel)("void gemm()", o + 2_000, o + 3_000)  # cut short
+                continue
+            if cpu:
+                t.cpu_op("aten::mm", o + 2_000, o + 5_000)
+                t.annotation("gloo:all_reduce", o + 4_000, o + 7_000, tid=7)
+            else:
+                t.kernel("void gemm()", o + 2_000, o + 5_000)
+                t.kernel(H.NCCL, o + 4_000, o + 7_000, **H.COMM_ARGS)
+        t.write(d / f"rank{rank}.json")
+    (d / "manifest.json").write_text(json.dumps({"world_size": 2, "ranks": {
+        "0": {"complete": True, "steps_recorded": 3}, "1": {"complete": False, "steps_recorded": 2}}}))
+    return d
+
+
+@pytest.mark.parametrize("cpu", [False, True], ids=["gpu", "cpu"])
+def test_a_rank_that_stopped_mid_capture_is_analyzed_for_its_whole_steps(tmp_path, caplog, cpu):
+    run = _stopped_run(tmp_path, cpu=cpu)
+    with caplog.at_level(logging.WARNING):
+        result = analyze(run)
+    assert result.exit_code == 0, result.output
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{run / 'rank1.json'}: rank 1 stopped before its capture ended (run manifest: complete false): step 3 was "
+        "cut short; analyzing steps 1, 2"]
+    doc = orjson.loads(result.stdout)
+    assert [[s["step"] for s in r["steps"]] for r in doc["ranks"]] == [[1, 2, 3], [1, 2]]
+    assert doc["run"]["incomplete_ranks"] == {"1": {"analyzed_steps": [1, 2], "cut_short_step": 3,
+                                                    "empty_steps": [], "missing_steps": [3]}}
+    for r in doc["ranks"]:
+        for s in r["steps"]:
+            assert s["compute_ns"] + s["exposed_comm_ns"] + s["exposed_memcpy_ns"] + s["idle_ns"] == s["window_ns"]

@@ -12,18 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import orjson
 
 from ..core.table import RankTrace, Run
 from ..errors import OverlapscopeError, ReadBug, TraceError
 from .kineto import read_kineto
 from .own_outputs import written_by_overlapscope
+from .run_manifest import MANIFEST, load_manifest, mark_incomplete
 from .steps import DEFAULT_STEP_PATTERN, step_regex
 
 log = logging.getLogger(__name__)
 
 KINETO_SUFFIXES = (".json", ".json.gz")
-MANIFEST = "manifest.json"
 
 
 def _kineto(paths: list[Path], step_pattern: str, comm_patterns: tuple[str, ...]) -> list[RankTrace]:
@@ -127,20 +126,10 @@ def trace_files(path: Path) -> list[Path]:
     return files
 
 
-def load_manifest(path: Path) -> dict:
-    manifest = (path if path.is_dir() else path.parent) / MANIFEST
-    if not manifest.is_file():
-        return {}
-    try:
-        data = orjson.loads(manifest.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise OverlapscopeError(f"unreadable run manifest ({exc})", manifest) from None
-    return data if isinstance(data, dict) else {}
-
-
 def make_run(path: Path, ranks: list[RankTrace]) -> Run:
     """The Run of assembled ranks, with the run's manifest; warns about ranks the run lacks."""
     manifest = load_manifest(path)
+    mark_incomplete(ranks, manifest)
     _check_complete(ranks, manifest, path)
     return Run(ranks=ranks, manifest=manifest, path=str(path))
 
