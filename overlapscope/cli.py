@@ -1,4 +1,4 @@
-"""The `overlapscope` command: profile | analyze | baseline | check | dashboard | export."""
+"""The `overlapscope` command: profile | analyze | baseline | check | report | dashboard | export."""
 from __future__ import annotations
 
 import functools
@@ -60,9 +60,14 @@ def main(verbose: int) -> None:
               show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write here instead of stdout.")
 @click.option("--per-step", is_flag=True, help="Also show every step of every rank (table and markdown).")
+@click.option("--table", "csv_table", type=click.Choice(["steps", "totals", "by-collective", "collectives"]),
+              default="steps", show_default=True,
+              help="With --format csv: per rank and step, per rank (totals), per rank and collective type, "
+                   "or per collective instance and rank.")
 @run_options
 @one_line_errors
-def analyze(runs: tuple[str, ...], fmt: str, output: str | None, per_step: bool, options: RunOptions) -> None:
+def analyze(runs: tuple[str, ...], fmt: str, output: str | None, per_step: bool, csv_table: str,
+            options: RunOptions) -> None:
     """Exposed communication of one or more runs.
 
     RUN is a directory of per-rank traces (*.json, *.json.gz, *.sqlite), one trace file, or an nsys export.
@@ -80,8 +85,9 @@ def analyze(runs: tuple[str, ...], fmt: str, output: str | None, per_step: bool,
     elif fmt == "markdown":
         text = "\n".join(tables.render_markdown(a, per_step=per_step) for a in results)
     elif fmt == "csv":
-        text = "".join(tables.render_csv(a) for a in results[:1]) + "".join(
-            tables.render_csv(a).split("\n", 1)[1] for a in results[1:])
+        # several runs: one header, a run column first
+        parts = [tables.render_csv(a, csv_table, run_column=len(results) > 1) for a in results]
+        text = parts[0] + "".join(p.split("\n", 1)[1] for p in parts[1:])
     else:
         import io
 
@@ -95,8 +101,9 @@ def analyze(runs: tuple[str, ...], fmt: str, output: str | None, per_step: bool,
         if buffer is None:
             return
         text = buffer.getvalue()
+    text = text.rstrip("\n")  # one line end at the end, never a blank line
     if output:
-        write_text(output, text + ("\n" if not text.endswith("\n") else ""))  # atomic, the user's umask
+        write_text(output, text + "\n")  # atomic, the user's umask; a write failure is one line, exit 2
     else:
         click.echo(text)
 
@@ -108,6 +115,7 @@ def _register_optional_commands() -> None:
     for module, names in (
         ("overlapscope.capture.cli", ("profile",)),
         ("overlapscope.report.gate_cli", ("baseline", "check")),
+        ("overlapscope.report.html_cli", ("report",)),
         ("overlapscope.dashboard.cli", ("dashboard", "export")),
     ):
         try:

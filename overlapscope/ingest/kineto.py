@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..errors import TraceError
 from ..core.intervals import innermost_containing
-from . import classify
+from . import classify, splits
 from ..core.coded import Coded
 from .classify import classify_kernels
 from .comm_context import collective_conflicts, decide, launch_context
@@ -162,6 +162,8 @@ def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device,
     nbytes = np.full(dev.size, -1, dtype=np.int64)
     group = np.full(dev.size, "", dtype=object)
     seq = np.full(dev.size, -1, dtype=np.int64)
+    send_split = np.full(dev.size, "", dtype=object)
+    recv_split = np.full(dev.size, "", dtype=object)
     is_copy = np.isin(verdict.kind, ("memcpy", "memset")) | (is_comm & ~is_kernel)
     copies = np.flatnonzero(is_copy)
     nbytes[copies] = checks.ids(cols.arg(dev[copies].tolist(), "bytes", -1), dev[copies], "args.bytes")
@@ -190,6 +192,8 @@ def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device,
             group[k] = str(pg) if pg is not None else ""
             s = a.get("Seq", a.get("seq"))
             seq[k] = int(s) if isinstance(s, int) else -1
+            if collective[k] == "all_to_all":
+                send_split[k], recv_split[k] = splits.from_param_comms(a, DTYPE_BYTES)
 
     dev_names = names.values(dev)
     comm_meta = {"comm_classification": {
@@ -216,6 +220,8 @@ def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device,
         "correlation": np.concatenate([corr, np.full(cpu.size, -1, np.int64)]),
         "launch_ns": np.concatenate([launch_ns, start[cpu]]),
         "launch_lane": coded_categorical(np.concatenate([launch_code, threads.codes[cpu]]), launch_labels),
+        "send_split_bytes": _joined(Coded.of(send_split).parts(), no_value),
+        "recv_split_bytes": _joined(Coded.of(recv_split).parts(), no_value),
     }, comm_meta
 
 
@@ -274,10 +280,16 @@ def _cpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_cpu) ->
     lane = cols.tid.relabel("thread:{}".format).values(cpu)
     launch_ns, launch_lane = s.copy(), lane.copy()
     collective = np.where(comm, names.map_many(classify.collectives_of, cpu), "").astype(object)
-    _link_worker_transfers(comm & on_worker, ~on_worker & is_enqueue, name, s, lane, launch_ns, launch_lane,
-                           collective)
+    worker, enqueue = _link_worker_transfers(comm & on_worker, ~on_worker & is_enqueue, name, s, lane, launch_ns,
+                                             launch_lane, collective)
+    send_split = np.full(cpu.size, "", dtype=object)
+    recv_split = np.full(cpu.size, "", dtype=object)
+    a2a = name[enqueue] == "c10d::alltoall_base_" if enqueue.size else np.zeros(0, bool)
+    for w, q in zip(worker[a2a].tolist(), enqueue[a2a].tolist()):
+        send_split[w], recv_split[w] = splits.from_alltoall_base(cols.args_dict(int(cpu[q])), DTYPE_BYTES)
     return {"lane": lane, "kind": kind, "name": name, "start_ns": s, "end_ns": e,
-            "collective": collective, "launch_ns": launch_ns, "launch_lane": launch_lane}
+            "collective": collective, "launch_ns": launch_ns, "launch_lane": launch_lane,
+            "send_split_bytes": send_split, "recv_split_bytes": recv_split}
 
 
 def _encloses(tid: np.ndarray, s: np.ndarray, e: np.ndarray, is_wait: np.ndarray) -> np.ndarray:
@@ -302,16 +314,18 @@ def _encloses(tid: np.ndarray, s: np.ndarray, e: np.ndarray, is_wait: np.ndarray
 
 
 def _link_worker_transfers(worker: np.ndarray, enqueue: np.ndarray, name, s, lane, launch_ns, launch_lane,
-                           collective) -> None:
+                           collective) -> tuple[np.ndarray, np.ndarray]:
     """Tie each gloo transfer on a runloop worker to the c10d op that enqueued it on the main thread.
 
     gloo runs its work queue in FIFO order, so the k-th transfer to start is the k-th enqueue. The
     enqueue names the collective the user asked for (FSDP2's reduce-scatter runs as gloo:all_reduce).
+    Returns the linked (transfer, enqueue) positions.
     """
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     w = np.flatnonzero(worker)
     enq = np.flatnonzero(enqueue)
     if w.size == 0 or enq.size == 0:
-        return
+        return none
     enq_coll = classify.collectives_of(list(name[enq]))
     enq = enq[enq_coll != ""]
     enq_coll = enq_coll[enq_coll != ""]
@@ -323,7 +337,7 @@ def _link_worker_transfers(worker: np.ndarray, enqueue: np.ndarray, name, s, lan
     w = w[skip:]
     n = min(w.size, enq.size)
     if n == 0:
-        return
+        return none
     w, enq, enq_coll = w[:n], enq[:n], enq_coll[:n]
     consistent = s[enq] <= s[w]
     if not consistent.all():
@@ -333,3 +347,4 @@ def _link_worker_transfers(worker: np.ndarray, enqueue: np.ndarray, name, s, lan
     launch_ns[w] = s[enq]
     launch_lane[w] = lane[enq]
     collective[w] = enq_coll
+    return w, enq

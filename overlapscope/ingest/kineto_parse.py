@@ -38,8 +38,13 @@ ARG_KEYS = {
     "stream": "stream", "correlation": "correlation", "Collective name": "collective_name",
     "dtype": "dtype", "In msg nelems": "in_nelems", "Out msg nelems": "out_nelems",
     "Process Group Name": "pg_name", "Seq": "seq_upper", "seq": "seq", "bytes": "bytes",
+    "In split size": "in_split", "Out split size": "out_split", "Group size": "group_size",
+    "Concrete Inputs": "concrete_inputs", "Input Dims": "input_dims", "Input type": "input_type",
     "wait_on_stream": "wait_on_stream", "wait_on_cuda_event_record_corr_id": "wait_record_corr",
 }
+# Recorded on every op of a record_shapes trace but read for a few (c10d::alltoall_base_): kept as
+# raw JSON, decoded on use (args_dict), so the typed decode does not build them for every op.
+RAW_ARGS = frozenset({"concrete_inputs", "input_dims", "input_type"})
 
 
 class _Args(msgspec.Struct, gc=False):
@@ -55,6 +60,12 @@ class _Args(msgspec.Struct, gc=False):
     seq_upper: Any = msgspec.field(default=UNSET, name="Seq")
     seq: Any = UNSET
     bytes: Any = UNSET
+    in_split: Any = msgspec.field(default=UNSET, name="In split size")
+    out_split: Any = msgspec.field(default=UNSET, name="Out split size")
+    group_size: Any = msgspec.field(default=UNSET, name="Group size")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=UNSET, name="Concrete Inputs")
+    input_dims: msgspec.Raw = msgspec.field(default=UNSET, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=UNSET, name="Input type")
     # cuda_sync "Stream Wait Event" (libkineto CuptiActivity.cpp, eventSyncInfo): the stream waited on
     # and the correlation id of the cudaEventRecord whose event it waits for
     wait_on_stream: Any = UNSET
@@ -143,7 +154,8 @@ class Columns:
             return {}
         if isinstance(a, dict):
             return a
-        return {key: v for key, attr in ARG_KEYS.items() if (v := getattr(a, attr)) is not UNSET}
+        return {key: msgspec.json.decode(v) if attr in RAW_ARGS else v
+                for key, attr in ARG_KEYS.items() if (v := getattr(a, attr)) is not UNSET}
 
 
 @contextlib.contextmanager
