@@ -145,6 +145,9 @@ class RankMeta:
     """What the reader added to the file's own timestamps to put them on `clock`."""
     host: str | None = None
     """Host name (nsys TARGET_INFO_SYSTEM_ENV); Kineto traces do not carry it."""
+    incomplete: bool = False
+    """The run manifest says this rank stopped before its capture ended (a crash, an early exit): its
+    last step was cut short, so only the whole steps before it are analyzed."""
     comm_classification: dict[str, Any] | None = None
     """How the reader classified kernels as communication: rule families, comm-looking kernels no rule
     claimed, collective conflicts (ingest.comm_summary; analysis.comm_classes reports them)."""
