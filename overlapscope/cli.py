@@ -1,4 +1,4 @@
-"""The `overlapscope` command: profile | analyze | baseline | check | dashboard | export."""
+"""The `overlapscope` command: profile | analyze | baseline | check | report | dashboard | export."""
 from __future__ import annotations
 
 import functools
@@ -106,6 +106,7 @@ def _register_optional_commands() -> None:
     for module, names in (
         ("overlapscope.capture.cli", ("profile",)),
         ("overlapscope.report.gate_cli", ("baseline", "check")),
+        ("overlapscope.report.html_cli", ("report",)),
         ("overlapscope.dashboard.cli", ("dashboard", "export")),
     ):
         try:

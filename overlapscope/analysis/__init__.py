@@ -8,7 +8,7 @@ from ..core.table import RankTrace, Run
 from .bounds import bound_totals, overlap_bounds
 from . import all_to_all as a2a
 from .ring import RING_LABEL, ring_attention_part, ring_steps
-from .breakdown import exposed_by_key_and_step, exposed_by_label_pass, launch_scopes
+from .breakdown import exposed_by_key_and_step, exposed_by_key_of_intervals, exposed_by_label_pass, launch_scopes
 from .costmodel import CostConfig
 from ..core.codes import as_str, isin
 from .comm_classes import comm_classes
@@ -85,6 +85,9 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]], *, cost: CostConf
     for trace, sec in zip(run.ranks, sections):
         diagnoses += diagnose_streams(trace.rank, sec["comm_on_compute"])
     cross = cross_rank_sections(run, [sec["cross_rank"] for sec in sections])
+    comm_groups = cross.pop("comm_groups")
+    if comm_groups is not None:
+        sections = [_regrouped(trace.rank, sec, comm_groups) for trace, sec in zip(run.ranks, sections)]
     by_key_steps = stacked("by_key_steps")
     instances, traffic = a2a.all_to_all_traffic(cross["collectives"], stacked("all_to_all_rows"),
                                                 cross["clock_offsets_ns"], group_ranks(run))
@@ -115,6 +118,24 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]], *, cost: CostConf
         **cross,
         **hiding,
     )
+
+
+def _regrouped(rank: int, section: dict[str, pd.DataFrame], comm_groups: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """A rank's section with by_group (and its per-step rows) recomputed from the process groups
+    inferred across ranks: gloo names no group on its ops, but every rank's trace lists its groups
+    (distributedInfo.pg_config), so the by-group table names the group the wait/transfer table does."""
+    comm = section["cross_rank"]["comm"]
+    groups = comm_groups.loc[comm_groups["rank"].to_numpy() == rank].sort_values("row")
+    if comm.empty or len(groups) != len(comm) or (groups["group"].to_numpy() == comm["group"].to_numpy()).all():
+        return section
+    by_group, per_step = exposed_by_key_of_intervals(
+        comm["start_ns"].to_numpy(np.int64), comm["end_ns"].to_numpy(np.int64), groups["group"].to_numpy(object),
+        section["windows"], section["cross_rank"]["uncovered"], "group")
+    key_steps = section["by_key_steps"]
+    regrouped = per_step.rename(columns={"group": "key"}).assign(section="by_group")[key_steps.columns]
+    key_steps = pd.concat([regrouped if name == "by_group" else part
+                           for name, part in key_steps.groupby("section", sort=False)], ignore_index=True)
+    return {**section, "by_group": by_group, "by_key_steps": key_steps}
 
 
 def group_ranks(run: Run) -> dict[str, list[int]]:

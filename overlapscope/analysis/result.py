@@ -15,6 +15,16 @@ OVERLAP_COLUMNS = (
     "exposed_comm_ns", "exposed_memcpy_ns", "idle_ns",
 )
 
+NO_KEY_LABELS = {"group": "(no group)", "scope": "(no enclosing range)", "op": "-"}
+"""How every report and the dashboard spell an empty key: a trace that names no process group, comm
+launched outside any range, a collective launched by no op range. One spelling each, everywhere."""
+
+
+def key_label(key: object, column: str) -> str:
+    """The key as shown: itself, or NO_KEY_LABELS' words for an empty one ("(unknown)" otherwise)."""
+    text = "" if key is None else str(key)
+    return text or NO_KEY_LABELS.get(column, "(unknown)")
+
 
 @dataclass
 class Analysis:
@@ -43,6 +53,10 @@ class Analysis:
     collectives: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Cross-rank: one row per (collective instance, rank): group, seq, collective, bytes, rank, start_ns,
     end_ns, wait_ns, transfer_ns, exposed_wait_ns, exposed_transfer_ns, algbw_gbps, busbw_gbps."""
+    wait_transfer: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """rank, group, collective, op, collectives, wait_ns, transfer_ns, exposed_wait_ns, exposed_transfer_ns:
+    per rank and key, wait and transfer as lengths of time (unions, so wait + transfer <= comm even where
+    collectives of one key run at once; analysis/wait_transfer.py). What tables and the dashboard sum."""
     stragglers: pd.DataFrame = field(default_factory=pd.DataFrame)
     """rank, last_arrivals, mean_lateness_ns; worst first."""
     unmatched: pd.DataFrame = field(default_factory=pd.DataFrame)

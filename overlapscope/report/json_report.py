@@ -59,6 +59,7 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
         "by_group": records(analysis.by_group),
         "by_scope": records(analysis.by_scope),
         "collectives": design_records(analysis.collectives),
+        "wait_transfer": records(analysis.wait_transfer),
         "unmatched": records(analysis.unmatched),
         "pipeline_spans": records(analysis.pipeline_spans),
         "stragglers": records(analysis.stragglers),
