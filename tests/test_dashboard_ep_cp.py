@@ -25,7 +25,7 @@ def test_traffic_heatmap_is_the_steps_matrix():
         sub = a.all_to_all_traffic[a.all_to_all_traffic["step"] == step]
         want = sub.pivot_table(index="src", columns="dst", values="bytes", aggfunc="sum").to_numpy() / 2**20
         assert np.allclose(np.asarray(fig.data[0].z), want, rtol=0, atol=0)
-        assert "hot rank r1" in fig.layout.title.text and "3.41x" in fig.layout.title.text
+        assert "hot rank r1" in fig.layout.title.text and "3.40x" in fig.layout.title.text
     moe = moe_figure(data, None)
     exposed = sum(np.asarray(t.x).sum() for t in moe.data if t.name == "exposed")
     first = int(a.moe_layers["step"].min())
