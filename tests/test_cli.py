@@ -68,8 +68,8 @@ def test_csv_has_one_row_per_rank_and_step(run_dir):
     assert rows[0]["exposed_comm_ns"] == "20000"
 
 
-def test_output_file(run_dir, tmp_path):
-    out = tmp_path / "report.json"
+def test_output_file(run_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("out") / "report.json"  # not in the run directory: that is refused
     invoke("analyze", str(run_dir), "--format", "json", "-o", str(out))
     assert orjson.loads(out.read_bytes())["ranks"][1]["rank"] == 1
 

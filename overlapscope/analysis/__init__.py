@@ -45,7 +45,7 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     sets = lane_sets(ev)  # merged compute/comm/copy, shared by every analyzer below
     overlap = overlap_by_step(ev, windows, sets=sets)
     overlap = pd.concat([overlap, overlap_bounds(ev, windows, overlap, sets=sets)], axis=1)
-    out = {"windows": windows, "steps": overlap, "comm_on_compute": comm_on_compute_lanes(ev),
+    out = {"windows": windows, "steps": overlap, "comm_on_compute": comm_on_compute_lanes(ev, sets["compute"]),
            "graph": rank_graph(ev, windows, trace.meta.get("stream_waits"))}
     key_steps = []
     scopes = launch_scopes(ev, comm_rows)
@@ -152,7 +152,7 @@ def group_ranks(run: Run) -> dict[str, list[int]]:
 def run_identity(run: Run) -> dict:
     first = run.ranks[0]
     manifest = run.manifest or {}
-    return {
+    identity = {
         "path": run.path,
         "world_size": run.world_size,
         "ranks": [t.rank for t in run.ranks],
@@ -162,3 +162,10 @@ def run_identity(run: Run) -> dict:
         "rank_from": {str(t.rank): t.rank_from for t in run.ranks},
         "manifest": manifest,
     }
+    partial = {t.rank: t.meta["partial"] for t in run.ranks if "partial" in t.meta}
+    if partial:  # ranks that stopped early: which steps each analyzed, and which it lacks
+        every = sorted({int(s) for t in run.ranks for s in t.steps["step"].tolist()})
+        identity["incomplete_ranks"] = {
+            str(rank): {**p, "missing_steps": [s for s in every if s not in p["analyzed_steps"]]}
+            for rank, p in sorted(partial.items())}
+    return identity

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from .groups import infer_groups
-from .matching import P2P, MatchConfig, comm_rows, match_collectives
+from .matching import P2P, MatchConfig, comm_rows, match_collectives, on_device
 from .overlap import lane_sets
 from .wait_transfer import wait_transfer_time
 
@@ -25,7 +25,7 @@ COLLECTIVE_COLUMNS = (
     "instance", "group", "seq", "collective", "op", "match", "bytes", "rank", "step",
     "start_ns", "end_ns", "wait_ns", "transfer_ns", "exposed_wait_ns", "exposed_transfer_ns",
     "algbw_gbps", "busbw_gbps", "ranks", "group_size", "last_arrival",
-    "instance_transfer_ns", "instance_algbw_gbps", "instance_busbw_gbps",
+    "instance_transfer_ns", "instance_algbw_gbps", "instance_busbw_gbps", "device",
 )
 STRAGGLER_COLUMNS = ("rank", "last_arrivals", "mean_lateness_ns", "collectives")
 UNMATCHED_COLUMNS = ("rank", "group", "collective", "op", "reason", "count")
@@ -112,6 +112,8 @@ def collectives_of_ranks(comm: Mapping[int, pd.DataFrame], uncovered: Mapping[in
         empty = _empty(COLLECTIVE_COLUMNS)
         return CollectiveReport(empty, stragglers(empty), _unmatched_counts(comm.iloc[:0]),
                                 {r: 0 for r in ranks}, [], wait_transfer_time(_empty(_TIMED_COLUMNS), {}))
+    if "device" not in comm.columns:
+        comm = comm.assign(device=False)
     inferred = None
     if groups_of:
         before = comm["group"]
@@ -145,7 +147,7 @@ _TIMED_COLUMNS = ("rank", "group", "collective", "op", "instance", "start_ns", "
 
 def _empty(columns: tuple[str, ...]) -> pd.DataFrame:
     text = {"group", "collective", "op", "match"}
-    return pd.DataFrame({c: pd.Series(dtype=object if c in text else bool if c == "last_arrival"
+    return pd.DataFrame({c: pd.Series(dtype=object if c in text else bool if c in ("last_arrival", "device")
                                       else np.float64 if c.endswith("_gbps") else np.int64) for c in columns})
 
 
@@ -213,9 +215,11 @@ def _bandwidth(rows: pd.DataFrame, group_sizes: Mapping[str, int]) -> pd.DataFra
 def stragglers(collectives: pd.DataFrame) -> pd.DataFrame:
     """Per rank: unique last arrivals and mean lateness (own start - earliest start), collectives of >= 2 ranks.
 
-    p2p is left out: in a pipeline the receiver posts first by design, and its cost is the bubble's.
+    NCCL p2p counts (a late send or recv holds its peer's kernel); CPU p2p is left out: gloo's
+    buffered send returns before its recv is posted, so its start says nothing about lateness.
     """
-    multi = collectives[(collectives["ranks"].to_numpy() >= 2) & ~collectives["collective"].isin(P2P).to_numpy()]
+    cpu_p2p = collectives["collective"].isin(P2P).to_numpy() & ~on_device(collectives)
+    multi = collectives[(collectives["ranks"].to_numpy() >= 2) & ~cpu_p2p]
     if multi.empty:
         return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in STRAGGLER_COLUMNS}).astype(
             {"mean_lateness_ns": np.float64})

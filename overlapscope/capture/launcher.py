@@ -67,7 +67,10 @@ def prepare_out_dir(out_dir: Path, force: bool) -> None:
             for p in out_dir.glob(pattern):
                 log.info("removing %s from a previous run", p)
                 p.unlink()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file on the way, no permission, read-only file system
+        raise OverlapscopeError(f"cannot create the output directory: {exc.strerror or exc}", out_dir) from None
 
 
 def hook_env(opts: ProfileOptions, base: dict[str, str] | None = None) -> dict[str, str]:

@@ -23,7 +23,7 @@ from .classify import classify_kernels
 from .comm_context import collective_conflicts, decide, launch_context
 from .comm_rules import CommRule, is_comm_op, rule_set
 from .comm_summary import summarize
-from .kineto_checks import EventChecks, checked_events, checked_top
+from .kineto_checks import MAX_WORLD_SIZE, EventChecks, checked_events, checked_top
 from .kineto_parse import Columns, columns_of_document, no_gc, read_columns
 from .kineto_parse import load_document, read_bytes  # noqa: F401 - re-exported: they lived here before
 from .steps import DEFAULT_STEP_PATTERN, step_ranges, step_regex, steps_at
@@ -51,6 +51,8 @@ def rank_of(doc: dict[str, Any], path: Path) -> tuple[int | None, str]:
         return info["rank"], "distributedInfo"
     m = _RANK_IN_NAME.search(path.name)
     if m:
+        if int(m.group(1)) >= MAX_WORLD_SIZE:
+            raise TraceError(f"the rank in the file name ({m.group(0)}) is not below {MAX_WORLD_SIZE}", path)
         return int(m.group(1)), "filename"
     return None, "order"
 

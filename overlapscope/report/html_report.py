@@ -23,7 +23,7 @@ from ..core import intervals as iv
 from . import gate_baseline as gb
 from . import tables
 from .gate import MetricResult, Verdict
-from .summary import change_text, describe, detectable_text, fmt, outcome_line
+from .summary import change_text, describe, fmt, outcome_line
 
 PLOTLY_JS = Path(__file__).resolve().parents[1] / "dashboard" / "assets" / "plotly-cartesian.min.js"
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "

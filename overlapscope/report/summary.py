@@ -80,7 +80,7 @@ def describe(result: MetricResult, alpha: float, power: float = POWER) -> str:
         line += NOISE_WORDS.get(result.noise_source, "")
     if m.section == "steps":
         line += f"; median {fmt(result.baseline_median, m.unit)} -> {fmt(result.current_median, m.unit)}"
-    else:
+    elif result.status != "inconclusive":  # an inconclusive breakdown's note names its least decidable key
         line += " (the key that moved most)"
     if result.note:
         line += f"; {result.note}"

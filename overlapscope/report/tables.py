@@ -235,6 +235,22 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def render_csv(analysis: Analysis) -> str:
-    """Per rank and step, every overlap column: the shape notebooks and spreadsheets want."""
-    return analysis.steps.to_csv(index=False)
+CSV_TABLES = {
+    "steps": "steps",
+    "totals": "totals",
+    "by-collective": "by_collective",
+    "collectives": "collectives",
+}
+"""`analyze --format csv --table NAME`: the Analysis frame each writes. steps: per rank and step,
+every overlap column (ns); totals: per rank, summed over its steps; by-collective: per rank and
+collective type, totals over the steps; collectives: per collective instance and rank (wait,
+transfer, bandwidth)."""
+
+
+def render_csv(analysis: Analysis, table: str = "steps", *, run_column: bool = False) -> str:
+    """One of CSV_TABLES as CSV, the shape notebooks and spreadsheets want; run_column adds the run's
+    path first (several runs in one file). No trailing blank line."""
+    frame = getattr(analysis, CSV_TABLES[table])
+    if run_column:
+        frame = frame.assign(run=str(analysis.run.get("path")))[["run", *frame.columns]]
+    return frame.to_csv(index=False, lineterminator="\n")
