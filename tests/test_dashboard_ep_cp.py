@@ -49,6 +49,7 @@ def test_ep_cp_tab_follows_the_step_selector(browser):  # noqa: F811
     steps = sorted(set(a.all_to_all_traffic["step"]))
     ctx = open_page(browser, [SKEWED])
     try:
+        assert figure_where(browser, "timeline-0", lambda f: True)  # the page is drawn
         click_tab(browser, "EP / CP")
         assert figure_where(browser, "a2a-traffic-0", lambda f: f["meta"]["step"] == steps[0])
         assert T.figure(browser, "moe-layers-0") is not None
