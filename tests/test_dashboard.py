@@ -437,3 +437,29 @@ def test_hover_on_a_collective_names_it_with_wait_and_transfer(browser, cpu_run)
         assert any(w in text for w in waits), text
     finally:
         ctx.__exit__(None, None, None)
+
+
+@needs_browser
+def test_rank_table_headers_are_spaced_and_aligned_with_their_numbers(browser):
+    from selenium.webdriver.common.by import By
+
+    ctx = open_page(browser, [DDP])
+    try:
+        table = T.wait_for(lambda: browser.find_elements(By.ID, "ranks-0"))[0]
+        # text extents of the header cells and of the first row, as drawn
+        boxes = browser.execute_script("""
+            const extent = el => { const r = document.createRange(); r.selectNodeContents(el);
+                                   const b = r.getBoundingClientRect(); return [b.left, b.right]; };
+            const t = arguments[0];
+            return [[...t.querySelectorAll('thead th')].map(extent),
+                    [...t.querySelector('tbody tr').querySelectorAll('td')].map(extent)];""", table)
+        head, first = boxes
+        assert len(head) == len(first) == 8
+        # no two headers run together ("rankstepsstep ms..."): at least 10 px between their texts
+        assert all(b[0] - a[1] >= 10 for a, b in zip(head, head[1:])), head
+        # numbers are right-aligned under their header, the rank label left-aligned under "rank"
+        assert abs(head[0][0] - first[0][0]) <= 1
+        assert all(abs(h[1] - d[1]) <= 1 for h, d in zip(head[1:], first[1:])), (head, first)
+        assert "mean per step" in table.text
+    finally:
+        ctx.__exit__(None, None, None)
