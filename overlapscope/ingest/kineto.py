@@ -8,6 +8,7 @@ are nor enclose a wait are compute.
 from __future__ import annotations
 
 import logging
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -194,6 +195,14 @@ def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device,
             seq[k] = int(s) if isinstance(s, int) else -1
             if collective[k] == "all_to_all":
                 send_split[k], recv_split[k] = splits.from_param_comms(a, DTYPE_BYTES)
+        # No record_param_comms size: the launching nccl:* op's first input tensor (Input Dims,
+        # Input type) is nccl-tests' S for every collective but all_gather (its input is one shard).
+        op_of = context.op_index[comm_idx]
+        todo = np.flatnonzero((nbytes[comm_idx] < 0) & (op_of >= 0) & (collective[comm_idx] != "all_gather"))
+        for j in todo.tolist():
+            op = int(ops[op_of[j]])
+            if names.values(np.array([op]))[0].startswith("nccl:"):
+                nbytes[comm_idx[j]] = _input_bytes(cols.args_dict(op))
 
     dev_names = names.values(dev)
     comm_meta = {"comm_classification": {
@@ -242,6 +251,17 @@ def _stream_waits(cols: Columns, cats: Coded, names: Coded, is_device: np.ndarra
         return None
     return {"lane": [f"stream:{stream[i]}" for i in keep], "corr": [corr[i] for i in keep],
             "wait_lane": [f"stream:{waited[i]}" for i in keep], "record_corr": [record[i] for i in keep]}
+
+
+def _input_bytes(args: dict[str, Any]) -> int:
+    """Bytes of an op's first input tensor from its recorded shapes; -1 unknown."""
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if not (isinstance(dims, list) and dims and isinstance(types, list) and types):
+        return -1
+    shape, size = dims[0], DTYPE_BYTES.get(str(types[0]).lower())
+    if size is None or not isinstance(shape, list) or not all(isinstance(v, int) and v >= 0 for v in shape):
+        return -1
+    return math.prod(shape) * size
 
 
 def _message_bytes(args: dict[str, Any], collective: str) -> int:
