@@ -7,8 +7,8 @@ import pandas as pd
 from ..core.table import RankTrace, Run
 from .bounds import bound_totals, overlap_bounds
 from . import all_to_all as a2a
-from .ring import ring_attention_part, ring_steps
-from .breakdown import exposed_by_key_and_step, exposed_by_key_of_intervals, launch_scopes
+from .ring import RING_LABEL, ring_attention_part, ring_steps
+from .breakdown import exposed_by_key_and_step, exposed_by_key_of_intervals, exposed_by_label_pass, launch_scopes
 from .costmodel import CostConfig
 from ..core.codes import as_str, isin
 from .comm_classes import comm_classes
@@ -63,6 +63,8 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     # expert / context parallelism: all-to-all split bytes and ring-step attention (small frames)
     out["all_to_all_rows"] = a2a.all_to_all_rows(ev, scopes)
     out["ring_parts"] = ring_attention_part(ev, windows, scopes, sets=sets)
+    out["moe_passes"] = exposed_by_label_pass(ev, windows, scopes, a2a.MOE_LABEL, sets=sets)
+    out["ring_passes"] = exposed_by_label_pass(ev, windows, scopes, RING_LABEL, sets=sets)
     return out
 
 
@@ -112,6 +114,8 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]], *, cost: CostConf
         all_to_all_traffic=traffic,
         moe_layers=a2a.moe_exposure(by_key_steps),
         ring_steps=ring_steps(by_key_steps, stacked("ring_parts")),
+        moe_passes=stacked("moe_passes"),
+        ring_passes=stacked("ring_passes"),
         **cross,
         **hiding,
     )

@@ -70,6 +70,11 @@ def rank_graph(events: pd.DataFrame, windows: pd.DataFrame, stream_waits: Mappin
     ok = win >= 0
     ok[ok] = start[work][ok] < wins_e[win[ok]]
     work, win = work[ok], win[ok]
+    if work.size == 0:  # nothing inside the windows (e.g. only zero-length events): an empty graph
+        text = {"lane", "cls", "label", "collective", "group", "scope", "pass", "type"}
+        empty = lambda cols: pd.DataFrame({c: pd.Series(dtype=object if c in text else bool if c == "head"
+                                                        else np.int64) for c in cols})
+        return RankGraph(empty(NODE_COLUMNS), empty(EDGE_COLUMNS))
     kind_codes, kind_names = codes_names(kind)
     cls = np.array([_CLASS.get(k, "") for k in kind_names], dtype=object)[kind_codes[work]]
     lane_codes, lane_names = codes_names(events["lane"])

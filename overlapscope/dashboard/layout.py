@@ -44,6 +44,8 @@ def page(runs: list[RunData], cache: FigureCache) -> html.Div:
     children.append(html.Div([html.Div(summary_block(runs[i], i), style=_COL) for i in ok], style=_ROW))
     tabs = [dcc.Tab(label="Timeline", value="timeline"), dcc.Tab(label="Breakdowns", value="breakdowns"),
             dcc.Tab(label="What-if", value="whatif")]
+    if any(len(runs[i].analysis.all_to_all) or len(runs[i].analysis.ring_steps) for i in ok):
+        tabs.append(dcc.Tab(label="EP / CP", value="ep_cp"))  # expert / context parallelism
     if choice.paired:
         tabs.append(dcc.Tab(label="Compare", value="compare"))
     children += [step_selector(choice), dcc.Tabs(id="tabs", value="timeline", children=tabs),
@@ -133,6 +135,11 @@ def tab_content(tab: str, runs: list[RunData], cache: FigureCache, selected: int
         from .whatif_view import whatif_view
 
         return [html.Div([html.Div(whatif_view(runs[i], i, steps[i]), style=_COL) for i in choice.shown], style=_ROW)]
+    if tab == "ep_cp":
+        from .ep_cp_view import ep_cp_view
+
+        return [html.Div([html.Div(ep_cp_view(runs[i], i, steps[i]), id=f"ep-cp-{i}", style=_COL)
+                          for i in choice.shown], style=_ROW)]
     return [html.Div([html.Div(breakdown_view(runs[i], i, cache, steps[i]), style=_COL) for i in choice.shown],
                      style=_ROW)]
 
