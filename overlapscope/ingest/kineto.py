@@ -24,6 +24,7 @@ from .classify import classify_kernels
 from .comm_context import collective_conflicts, decide, launch_context
 from .comm_rules import CommRule, is_comm_op, rule_set
 from .comm_summary import summarize
+from .kineto_cats import check_unknown, normalized
 from .kineto_checks import MAX_WORLD_SIZE, EventChecks, checked_events, checked_top
 from .kineto_parse import Columns, columns_of_document, no_gc, read_columns
 from .kineto_parse import load_document, read_bytes  # noqa: F401 - re-exported: they lived here before
@@ -66,7 +67,7 @@ def read_kineto(path: str | Path, *, step_pattern: str = DEFAULT_STEP_PATTERN,
 
 
 def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: dict[str, Any] | None) -> RankTrace:
-    cols = read_columns(path) if doc is None else columns_of_document(doc)
+    cols = normalized(read_columns(path) if doc is None else columns_of_document(doc))
     # Every field used below is checked first (kineto_checks); unusable events are dropped, counted.
     info, base_ns, device_props = checked_top(cols.top, path)
     rank, rank_from = rank_of({"distributedInfo": info}, path)
@@ -78,6 +79,7 @@ def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: di
     is_device = cats.isin(DEVICE_CATS)
     is_launch = cats.isin(LAUNCH_CATS)
     is_cpu = cats.isin(CPU_CATS)
+    check_unknown(cols, set(DEVICE_CATS) | set(LAUNCH_CATS) | set(CPU_CATS), bool(is_device.any()), path)
     if not (is_device.any() or is_cpu.any()):
         raise TraceError("no device or CPU activity (no kernels, memcpy or CPU ops"
                          + (f"; {drops.summary()})" if drops.count else ")"), path)
