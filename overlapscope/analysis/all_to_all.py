@@ -141,17 +141,30 @@ def moe_exposure(by_key_steps: pd.DataFrame) -> pd.DataFrame:
                            ascending=[True, True, False, True, True, False], kind="stable").reset_index(drop=True)
 
 
+def waited_for_most(instances: pd.DataFrame) -> tuple[int, int, int]:
+    """(rank, total max_wait_ns, instances): the rank the others spent the most waiting for over the
+    all-to-alls it was the unique last arrival of; (-1, 0, 0) when none was."""
+    waited = instances[instances["waited_for_rank"] >= 0] if len(instances) else instances
+    if waited.empty:
+        return -1, 0, 0
+    per = waited.groupby("waited_for_rank")["max_wait_ns"].agg(["sum", "size"]).sort_values(
+        ["sum", "size"], ascending=False, kind="stable")
+    return int(per.index[0]), int(per["sum"].iloc[0]), int(per["size"].iloc[0])
+
+
 def diagnose(instances: pd.DataFrame) -> list[str]:
-    """One line on imbalance (the worst instance's hot rank) and one on what is missing."""
+    """One line on imbalance (the worst instance's hot rank, and the rank waited for most) and one on
+    what is missing."""
     notes = []
     known = instances[instances["imbalance"].notna()] if len(instances) else instances
     if len(known):
         worst = known.loc[known["imbalance"].idxmax()]
         if worst["imbalance"] >= 1.5 and worst["hot_rank"] >= 0:
+            rank, wait_ns, n = waited_for_most(instances)
             notes.append(f"all-to-all imbalance up to {worst['imbalance']:.2f}x (max/mean received): rank "
                          f"{int(worst['hot_rank'])} receives the most"
-                         + (f"; the others waited for rank {int(worst['waited_for_rank'])}"
-                            if worst["waited_for_rank"] >= 0 else ""))
+                         + (f"; the others waited longest for rank {rank} ({wait_ns / 1e6:.1f} ms over {n} "
+                            "all-to-alls)" if rank >= 0 else ""))
     unknown = len(instances) - len(known)
     if unknown:
         notes.append(f"{unknown} of {len(instances)} all-to-alls have no per-peer bytes "
