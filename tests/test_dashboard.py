@@ -168,7 +168,8 @@ def test_gpu_trace_page_summary_timeline_steps_zoom_and_breakdowns(browser):
         assert "14.654 ms" in text or "14.653 ms" in text
         assert "18.9% of step" in text
         assert "46.2%" in browser.find_element(By.ID, "summary-0-overlap").text
-        assert "send_recv" in browser.find_element(By.ID, "summary-0-worst-collective").text
+        # NCCL runs this trace's all-to-all as SendRecv kernels; the collective is the one torch called
+        assert "all_to_all" in browser.find_element(By.ID, "summary-0-worst-collective").text
 
         choose_step(browser, 0, "step 1012")
         fig = figure_where(browser, "timeline-0", lambda f: f["meta"]["step"] == 1012)
@@ -193,7 +194,7 @@ def test_gpu_trace_page_summary_timeline_steps_zoom_and_breakdowns(browser):
         click_tab(browser, "Breakdowns")
         T.wait_for(lambda: T.figure(browser, "collective-0"))
         bars = T.figure(browser, "collective-0")["traces"]
-        assert [t["y"] for t in bars][0] == ["all_reduce", "send_recv"]  # largest exposed at the top
+        assert [t["y"] for t in bars][0] == ["all_reduce", "all_to_all"]  # largest exposed at the top
         for key in ("group-0", "scope-0", "variation-0"):
             assert T.figure(browser, key) is not None, key
         for key in ("prefetch-0", "bubbles-0", "gantt-0", "waits-0"):
@@ -241,9 +242,9 @@ def test_two_runs_side_by_side_and_compare(browser):
         table = T.wait_for(lambda: browser.find_elements(By.ID, "compare-table-collective"))[0]
         rows = {tr.find_elements(By.TAG_NAME, "td")[0].text: [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
                 for tr in table.find_elements(By.CSS_SELECTOR, "tbody tr")}
-        # ms per step (one rank each): A all_reduce 39,445,134 ns / 3 steps; B send_recv 83,443,000 ns / 6 steps.
-        assert rows["all_reduce"][1] == "13.148" and rows["send_recv"][2] == "13.907"
-        assert rows["send_recv"][3] == "13.907" and rows["broadcast"][3] == "-0.038"
+        # ms per step (one rank each): A all_reduce 39,445,134 ns / 3 steps; B all_to_all 83,443,000 ns / 6 steps.
+        assert rows["all_reduce"][1] == "13.148" and rows["all_to_all"][2] == "13.907"
+        assert rows["all_to_all"][3] == "13.907" and rows["broadcast"][3] == "-0.038"
         assert T.figure(browser, "compare-scope") is not None
         assert T.console_errors(browser) == []
     finally:
