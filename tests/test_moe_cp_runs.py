@@ -38,7 +38,7 @@ def test_skewed_routing_shows_the_imbalance_and_names_the_hot_rank(profiled) -> 
     # the byte matrix is exact: each sender sends its tokens' rows of 64 floats (256 B)
     traffic = a.all_to_all_traffic
     assert (traffic["bytes"] % 256 == 0).all()
-    assert traffic.groupby("instance")["bytes"].sum().eq(4 * 32 * 64 // 4 * 256).all()  # 4 ranks x 512 tokens
+    assert traffic.groupby("instance")["bytes"].sum().eq(4 * 16 * 64 // 2 * 256).all()  # 4 ranks x 512 tokens
 
 
 def test_microbatch_overlap_hides_dispatch_and_combine(profiled) -> None:
