@@ -25,7 +25,8 @@ def test_critical_path_figure_draws_the_steps_segments_exactly():
     assert np.allclose(np.asarray(bar.base), (seg["start_ns"] - seg["start_ns"].min()).to_numpy() / 1e6)
     top = whatif_figure(data).data[0]
     assert top.y[-1].endswith(data.analysis.whatif["key"].iloc[0])  # the biggest saving on top
-    assert busbw_figure(data) is None  # gloo records no message sizes
+    # gloo names no size, but its gloo:<op> ranges' recorded shapes give one: CPU runs get a busbw figure
+    assert busbw_figure(data) is not None
 
 
 @D.needs_browser
