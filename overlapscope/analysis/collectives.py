@@ -212,14 +212,19 @@ def _bandwidth(rows: pd.DataFrame, group_sizes: Mapping[str, int]) -> pd.DataFra
     return rows
 
 
+def _lateness_rows(collectives: pd.DataFrame) -> pd.DataFrame:
+    """The rows that say who is late: collectives of >= 2 ranks, CPU p2p left out (see `stragglers`)."""
+    cpu_p2p = collectives["collective"].isin(P2P).to_numpy() & ~on_device(collectives)
+    return collectives[(collectives["ranks"].to_numpy() >= 2) & ~cpu_p2p]
+
+
 def stragglers(collectives: pd.DataFrame) -> pd.DataFrame:
     """Per rank: unique last arrivals and mean lateness (own start - earliest start), collectives of >= 2 ranks.
 
     NCCL p2p counts (a late send or recv holds its peer's kernel); CPU p2p is left out: gloo's
     buffered send returns before its recv is posted, so its start says nothing about lateness.
     """
-    cpu_p2p = collectives["collective"].isin(P2P).to_numpy() & ~on_device(collectives)
-    multi = collectives[(collectives["ranks"].to_numpy() >= 2) & ~cpu_p2p]
+    multi = _lateness_rows(collectives)
     if multi.empty:
         return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in STRAGGLER_COLUMNS}).astype(
             {"mean_lateness_ns": np.float64})
@@ -248,7 +253,7 @@ def straggler(collectives: pd.DataFrame, strag: pd.DataFrame) -> dict | None:
     if strag is None or strag.empty or collectives.empty:
         return None
     top = strag.iloc[0]
-    multi = collectives[(collectives["ranks"] >= 2) & ~collectives["collective"].isin(P2P)]
+    multi = _lateness_rows(collectives)
     chance = float((1.0 / multi["ranks"][multi["rank"] == top["rank"]]).sum())
     last, of = int(top["last_arrivals"]), int(top["collectives"])
     if last < 3 or last < min(0.75 * of, 2 * chance):

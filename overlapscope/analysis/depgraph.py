@@ -59,7 +59,7 @@ def _pass_of(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
 
 def rank_graph(events: pd.DataFrame, windows: pd.DataFrame, stream_waits: Mapping[str, list] | None = None) -> RankGraph:
     """The graph of one rank's event table inside its step windows (module docstring). stream_waits: the
-    reader's record of CUDA stream waits (RankTrace.meta["stream_waits"]), when the trace has them."""
+    reader's record of CUDA stream waits (RankMeta.stream_waits), when the trace has them."""
     kind = events["kind"]
     work = np.flatnonzero(isin(kind, tuple(_CLASS)))
     start = events["start_ns"].to_numpy(np.int64)
@@ -70,6 +70,11 @@ def rank_graph(events: pd.DataFrame, windows: pd.DataFrame, stream_waits: Mappin
     ok = win >= 0
     ok[ok] = start[work][ok] < wins_e[win[ok]]
     work, win = work[ok], win[ok]
+    if work.size == 0:  # nothing inside the windows (e.g. only zero-length events): an empty graph
+        text = {"lane", "cls", "label", "collective", "group", "scope", "pass", "type"}
+        empty = lambda cols: pd.DataFrame({c: pd.Series(dtype=object if c in text else bool if c == "head"
+                                                        else np.int64) for c in cols})
+        return RankGraph(empty(NODE_COLUMNS), empty(EDGE_COLUMNS))
     kind_codes, kind_names = codes_names(kind)
     cls = np.array([_CLASS.get(k, "") for k in kind_names], dtype=object)[kind_codes[work]]
     lane_codes, lane_names = codes_names(events["lane"])

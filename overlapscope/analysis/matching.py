@@ -163,12 +163,17 @@ def match_collectives(comm: pd.DataFrame, config: MatchConfig = MatchConfig(),
     for key, sub in comm[comm["reason"] == ""].groupby("key", sort=False):
         _match_by_seq_or_order(comm, key, sub, pending)
     clock = estimate_offsets(_instances(comm), ranks)
-    # An order match where some rank ended before another started is not one collective.
-    pending += _impossible_keys(comm, clock.offsets_ns)
+    # An order match where some rank ended before another started is not one collective; its
+    # wrong pairs must not steer the clocks the time match relies on: estimate again without them.
+    impossible = _impossible_keys(comm, clock.offsets_ns)
+    pending += impossible
     for key in pending:
         sel = (comm["key"] == key).to_numpy()
         comm.loc[sel, "label"] = -1
         comm.loc[sel, "match"] = ""
+    if impossible:
+        clock = estimate_offsets(_instances(comm), ranks)
+    for key in pending:
         _match_by_time(comm, key, clock.offsets_ns, config)
     clock = estimate_offsets(_instances(comm), ranks)
 

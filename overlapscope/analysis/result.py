@@ -75,6 +75,11 @@ class Analysis:
     moe_layers: pd.DataFrame = field(default_factory=pd.DataFrame)
     """rank, step, layer, microbatch, phase (dispatch|combine), pass (forward|backward), count, comm_ns,
     exposed_comm_ns: the comm launched under the MoE labels `moe:L<l>:mb<m>:<phase>[:bwd]`."""
+    moe_passes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """rank, step, pass, count, comm_ns, exposed_comm_ns: the union of all MoE-labelled comm of a pass
+    (exposed dispatch+combine; per-key rows of moe_layers overlap when micro-batches overlap)."""
+    ring_passes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """rank, step, pass, count, comm_ns, exposed_comm_ns: the union of all ring-step comm of a pass."""
     ring_steps: pd.DataFrame = field(default_factory=pd.DataFrame)
     """rank, step, layer, ring_step, pass, count, comm_ns, exposed_comm_ns, hidden_ns, attn_ns,
     hidden_by_attn_ns: ring-attention p2p per ring step (labels `ring:L<l>:step<k>[:bwd]`)."""

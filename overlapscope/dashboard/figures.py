@@ -19,7 +19,10 @@ from .data import RunData, escape
 from .steps import step_label
 
 COLORS = {"ranges": "#9e9e9e", "compute": "#4c78a8", "comm": "#f58518", "memcpy": "#54a24b",
-          "exposed": "#e45756", "hidden": "#f5b971", "theory": "#222222"}
+          # dark red: tests/test_palette.py keeps it far (CIELAB dE >= 25) from every other colour here, also
+          # under simulated protanopia, deuteranopia and tritanopia (the old #e45756 was dE 1.7 from memcpy
+          # green for a deuteranope)
+          "exposed": "#8b0000", "hidden": "#f5b971", "theory": "#222222"}
 COLLECTIVE_COLORS = {
     "all_reduce": "#f58518", "all_gather": "#b279a2", "reduce_scatter": "#ff9da6", "broadcast": "#9d755d",
     "reduce": "#d67195", "all_to_all": "#eeca3b", "send_recv": "#72b7b2", "send": "#72b7b2", "recv": "#439894",

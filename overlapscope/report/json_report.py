@@ -68,6 +68,8 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
         "all_to_all": all_to_all_records(analysis),
         "moe_layers": records(analysis.moe_layers),
         "ring_steps": records(analysis.ring_steps),
+        "moe_passes": records(analysis.moe_passes),
+        "ring_passes": records(analysis.ring_passes),
         "comm_classification": records(analysis.comm_families),
         "unclassified_comm_candidates": records(analysis.comm_candidates),
         "collective_conflicts": records(analysis.collective_conflicts),
