@@ -82,8 +82,10 @@ class _Event(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
     cat: str = ""
     name: str = ""
     tid: int | str | None = None
-    ts: Any = UNSET
-    dur: Any = UNSET
+    # int | float only (msgspec refuses true/false, text and null here): the generic path then names the
+    # culprit, and the typed columns need no per-value type check (kineto_checks).
+    ts: Union[int, float, msgspec.UnsetType] = UNSET
+    dur: Union[int, float, msgspec.UnsetType] = UNSET
     args: _Args | None = None
 
 
@@ -238,13 +240,14 @@ def _typed_columns(raw: bytes) -> Columns | None:
         return None  # malformed, too deep, or outside the typed schema: the generic path decides
     xs = [e for e in doc.traceEvents if e.__class__ is _Event]
     ts = [e.ts for e in xs]
-    if UNSET in ts:
-        return None  # the generic path raises the reference error for an event without ts
+    dur = [e.dur for e in xs]
+    if UNSET in ts or UNSET in dur:
+        return None  # the generic path raises the reference error for an event without ts or dur
     return Columns(
         cat=Coded.of(map(_CAT, xs)), name=Coded.of(map(_NAME, xs)),
         # int, str and None only (the schema's tid): no two of them compare equal yet print apart.
         tid=Coded.of(map(_TID, xs)).relabel(str), ts=ts,
-        dur=[e.dur for e in xs], args=[e.args for e in xs],
+        dur=dur, args=[e.args for e in xs],
         top={"distributedInfo": doc.distributedInfo, "baseTimeNanoseconds": doc.baseTimeNanoseconds,
              "deviceProperties": doc.deviceProperties}, typed=True)
 

@@ -15,6 +15,16 @@ from .kineto_checks import MAX_DURATION_NS, MAX_NS, MAX_SPAN_NS, Drops
 
 
 NVTX = "NVTX_EVENTS"
+DEVICE_INTEGER_COLUMNS = ("streamId", "deviceId", "globalPid", "correlationId", "demangledName", "shortName",
+                          "mangledName", "copyKind", "srcKind", "dstKind", "memKind", "bytes", "syncType")
+INTEGER_COLUMNS = {
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "correlationId", "globalTid", "nameId"),
+    NVTX: ("globalTid", "eventType", "textId", "domainId"),
+    "StringIds": ("id",),
+    "ThreadNames": ("globalTid", "nameId"),
+    "PROCESSES": ("globalPid",),
+}
+"""Columns outside the device tables' times that the reader reads as integers."""
 
 REQUIRED_COLUMNS = ("start", "end", "streamId", "deviceId")
 """Columns every device table must have for its rows to be placed on a stream of a GPU."""
@@ -36,7 +46,24 @@ def check_export(conn: Any, schema: S.Schema, device_tables: tuple[str, ...], so
         if bad:
             raise TraceError(f"{NVTX} row {bad[0]}: start {bad[1]!r}, end {bad[2]!r}, expected ns since the "
                              "session start (0 to one day)", source)
-    return check_device_tables(conn, schema, device_tables, source)
+    drops = check_device_tables(conn, schema, device_tables, source)
+    for table, columns in INTEGER_COLUMNS.items():
+        check_integer_columns(conn, schema, table, columns, source)
+    for table in device_tables:
+        check_integer_columns(conn, schema, table, DEVICE_INTEGER_COLUMNS, source)
+    return drops
+
+
+def check_integer_columns(conn: Any, schema: S.Schema, table: str, columns: tuple[str, ...], source: Path) -> None:
+    """The reader reads these columns as int64: a text, real or blob value there is refused, named."""
+    present = [c for c in columns if schema.has(table, c)]
+    if not present:
+        return
+    wrong = " OR ".join(f"typeof({c}) NOT IN ('integer', 'null')" for c in present)
+    row = conn.execute(f"SELECT rowid, {', '.join(present)} FROM {table} WHERE {wrong} LIMIT 1").fetchone()
+    if row:
+        column, value = next((c, v) for c, v in zip(present, row[1:]) if v is not None and type(v) is not int)
+        raise TraceError(f"{table} row {row[0]}: {column} is {value!r}, expected an integer", source)
 
 
 def check_device_tables(conn: Any, schema: S.Schema, tables: tuple[str, ...], source: Path) -> Drops:
