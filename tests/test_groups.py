@@ -4,24 +4,30 @@ from __future__ import annotations
 from crossrank_tables import MS, ev, table
 from overlapscope.analysis.collectives import analyze_collectives
 from overlapscope.analysis.groups import rank_groups
+from overlapscope.core.table import ProcessGroup
+
+
+def pg(name: str, desc: str, ranks: list[int]) -> ProcessGroup:
+    return ProcessGroup(name=name, desc=desc, ranks=tuple(ranks), size=len(ranks))
+
 
 # (dp, tp) = (2, 2): tp groups are consecutive ranks, dp groups strided, as torch's init_device_mesh makes them.
 PG = {
-    0: [{"pg_name": "0", "pg_desc": "default_pg", "ranks": [0, 1, 2, 3]}, {"pg_name": "1", "pg_desc": "mesh_dp", "ranks": [0, 2]},
-        {"pg_name": "3", "pg_desc": "mesh_tp", "ranks": [0, 1]}],
-    1: [{"pg_name": "0", "pg_desc": "default_pg", "ranks": [0, 1, 2, 3]}, {"pg_name": "2", "pg_desc": "mesh_dp", "ranks": [1, 3]},
-        {"pg_name": "3", "pg_desc": "mesh_tp", "ranks": [0, 1]}],
-    2: [{"pg_name": "0", "pg_desc": "default_pg", "ranks": [0, 1, 2, 3]}, {"pg_name": "1", "pg_desc": "mesh_dp", "ranks": [0, 2]},
-        {"pg_name": "4", "pg_desc": "mesh_tp", "ranks": [2, 3]}],
-    3: [{"pg_name": "0", "pg_desc": "default_pg", "ranks": [0, 1, 2, 3]}, {"pg_name": "2", "pg_desc": "mesh_dp", "ranks": [1, 3]},
-        {"pg_name": "4", "pg_desc": "mesh_tp", "ranks": [2, 3]}],
+    0: [pg("0", "default_pg", [0, 1, 2, 3]), pg("1", "mesh_dp", [0, 2]),
+        pg("3", "mesh_tp", [0, 1])],
+    1: [pg("0", "default_pg", [0, 1, 2, 3]), pg("2", "mesh_dp", [1, 3]),
+        pg("3", "mesh_tp", [0, 1])],
+    2: [pg("0", "default_pg", [0, 1, 2, 3]), pg("1", "mesh_dp", [0, 2]),
+        pg("4", "mesh_tp", [2, 3])],
+    3: [pg("0", "default_pg", [0, 1, 2, 3]), pg("2", "mesh_dp", [1, 3]),
+        pg("4", "mesh_tp", [2, 3])],
 }
 
 
 def test_rank_groups_from_pg_config():
     groups = rank_groups(PG.items())
     assert groups[2] == {"default_pg": "0", "mesh_dp": "1", "mesh_tp": "4"}
-    assert rank_groups([(0, [{"pg_name": "7", "ranks": [0, 5]}, {"pg_name": "8", "ranks": [1, 2]}])]) == {0: {"size2": "7"}}
+    assert rank_groups([(0, [pg("7", "", [0, 5]), pg("8", "", [1, 2])])]) == {0: {"size2": "7"}}
 
 
 def two_d_run() -> dict:

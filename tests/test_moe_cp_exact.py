@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 import overlapscope
 from kineto_builder import KinetoTrace
-from overlapscope.analysis.all_to_all import moe_summary, traffic_matrices
+from overlapscope.analysis.all_to_all import moe_summary, traffic_matrices, waited_for_most
 from overlapscope.analysis.ring import ring_summary
 from overlapscope.cli import main
 from overlapscope.ingest import splits
@@ -85,6 +85,7 @@ def test_all_to_all_matrix_imbalance_and_who_was_waited_for(tmp_path):
     assert d["missing"] == ""
     matrix = traffic_matrices(a.all_to_all_traffic)[int(d["instance"])]
     assert matrix == ([0, 1], [[32, 96], [64, 160]])  # [src][dst]
+    assert waited_for_most(a.all_to_all) == (1, 20_000, 1)
     c = inst.loc["moe:L0:mb1:combine:bwd"]
     assert (c["imbalance"], c["hot_rank"], c["waited_for_rank"]) == (1.0, -1, -1)  # balanced, simultaneous
 

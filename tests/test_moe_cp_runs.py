@@ -3,6 +3,7 @@ skewed routing's imbalance and hot rank, micro-batch overlap hiding dispatch/com
 hiding the K/V transfer. Real torchrun runs (CPU + gloo), each once per session (test_reference_models)."""
 from __future__ import annotations
 
+from overlapscope.analysis.all_to_all import waited_for_most
 from test_reference_models import LOSS, RECORDED, knob_effect, profiled  # noqa: F401 - profiled: a fixture
 
 
@@ -32,10 +33,12 @@ def test_skewed_routing_shows_the_imbalance_and_names_the_hot_rank(profiled) -> 
     assert (uniform["imbalance"] <= 1.2).all() and set(uniform["hot_rank"]) == {-1}
     a = profiled("moe_skewed").analysis
     assert any("rank 1 receives the most" in d for d in a.diagnoses)
+    # the hot rank computes the most experts: the combines wait for it
+    assert waited_for_most(a.all_to_all)[0] == 1
     # the byte matrix is exact: each sender sends its tokens' rows of 64 floats (256 B)
     traffic = a.all_to_all_traffic
     assert (traffic["bytes"] % 256 == 0).all()
-    assert traffic.groupby("instance")["bytes"].sum().eq(4 * 32 * 64 // 4 * 256).all()  # 4 ranks x 512 tokens
+    assert traffic.groupby("instance")["bytes"].sum().eq(4 * 16 * 64 // 2 * 256).all()  # 4 ranks x 512 tokens
 
 
 def test_microbatch_overlap_hides_dispatch_and_combine(profiled) -> None:

@@ -52,16 +52,16 @@ def mfu():
 # --------------------------------------------------------------------------- real exports: facts
 @needs_real
 def test_mfu_ranks_by_device(mfu):
-    assert [(t.rank, t.meta["pid"], t.meta["device"], t.rank_from) for t in mfu] == \
+    assert [(t.rank, t.meta.extra["pid"], t.meta.extra["device"], t.rank_from) for t in mfu] == \
         [(0, 144, 0, "device"), (1, 145, 1, "device")]
     assert all(t.device == "gpu" and t.world_size == 2 and t.source == str(MFU) for t in mfu)
-    assert all(t.meta["hostname"] == "modal" and t.meta["process_name"] == "python3" for t in mfu)
+    assert all(t.meta.host == "modal" and t.meta.extra["process_name"] == "python3" for t in mfu)
     assert all(t.steps.empty for t in mfu)  # no ProfilerStep ranges: one window per rank
 
 
 @needs_real
 def test_mfu_kernel_counts_per_device(mfu):
-    kernels = {t.meta["device"]: int(t.events["kind"].isin(["compute", "comm"]).sum()) for t in mfu}
+    kernels = {t.meta.extra["device"]: int(t.events["kind"].isin(["compute", "comm"]).sum()) for t in mfu}
     assert kernels == {0: 1993, 1: 2017}
     assert kernels == dict(sql(MFU, "SELECT deviceId, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1"))
     assert sum(kernels.values()) == 4010
@@ -130,7 +130,7 @@ def test_mfu_common_clock_is_session_start_plus_relative(mfu):
     (first,), = sql(MFU, "SELECT min(start) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE deviceId = 0")
     ev = mfu[0].events
     assert ev.loc[ev["kind"].isin(["compute", "comm"]), "start_ns"].min() == first + epoch
-    assert mfu[0].meta["session_start_utc_ns"] == epoch
+    assert (mfu[0].meta.clock, mfu[0].meta.clock_base_ns) == ("unix", epoch)
 
 
 # --------------------------------------------------------------------------- real exports: numbers
@@ -176,7 +176,7 @@ def test_exposed_comm_equals_direct_sql(mfu):
     # Whole-report window: W = [first, last] device event; every interval lies inside it.
     analysis = overlapscope.analyze(overlapscope.load_run(MFU), no_steps=True).totals.set_index("rank")
     for t in mfu:
-        pid = t.meta["pid"]
+        pid = t.meta.extra["pid"]
         compute = _union_ns(MFU, pid, "n.value NOT LIKE '%nccl%'", copies=False)
         comm = _union_ns(MFU, pid, "n.value LIKE '%nccl%'", copies=False)
         both = _union_ns(MFU, pid, "1", copies=False)
@@ -199,8 +199,8 @@ def test_exposed_comm_equals_direct_sql(mfu):
 def test_mock_one_gpu_two_kernels():
     (t,) = read_nsys(MOCK)
     ev = t.events
-    assert (t.rank, t.rank_from, t.meta["pid"], t.meta["device"]) == (0, "device", 91186, 0)
-    assert t.meta["gpu_name"] == "NVIDIA GeForce RTX 3080"
+    assert (t.rank, t.rank_from, t.meta.extra["pid"], t.meta.extra["device"]) == (0, "device", 91186, 0)
+    assert t.meta.device_name == "NVIDIA GeForce RTX 3080"
     assert ev["kind"].astype(str).value_counts().to_dict() == {"compute": 2, "memcpy": 1, "sync": 1}
     assert set(ev.loc[ev["kind"] == "memcpy", "name"].astype(str)) == {"Memcpy DtoH (Device -> Pinned)"}
     assert set(ev.loc[ev["kind"] == "sync", "name"].astype(str)) == {"Stream Wait Event"}
@@ -277,11 +277,11 @@ def by_name(events: pd.DataFrame) -> pd.DataFrame:
 
 def test_ranks_by_device_and_gpu_processes_only(report):
     traces = read_nsys(report)
-    assert [(t.rank, t.meta["pid"], t.meta["device"], t.rank_from, t.world_size) for t in traces] == \
+    assert [(t.rank, t.meta.extra["pid"], t.meta.extra["device"], t.rank_from, t.world_size) for t in traces] == \
         [(0, 300, 0, "device", 2), (1, 200, 1, "device", 2)]
-    assert traces[1].meta["gpu_name"] == "NVIDIA H100" and traces[1].meta["hostname"] == "node0"
-    assert traces[1].meta["launches_unmatched"] == 1
-    assert traces[1].meta["threads"] == {"200": "python3", "201": ""}
+    assert traces[1].meta.device_name == "NVIDIA H100" and traces[1].meta.host == "node0"
+    assert traces[1].meta.extra["launches_unmatched"] == 1
+    assert traces[1].meta.extra["threads"] == {"200": "python3", "201": ""}
 
 
 def test_kinds_names_lanes_and_common_clock(report):
@@ -392,7 +392,7 @@ def test_missing_optional_tables(tmp_path):
               "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
               "ENUM_NSYS_EVENT_TYPE", "ENUM_CUPTI_SYNC_TYPE", "ENUM_CUDA_MEMCPY_OPER", "ENUM_CUDA_MEM_KIND"}
     low, high = read_nsys(e.write(tmp_path / "r.sqlite"))
-    assert (low.rank_from, high.meta["clock"], high.meta["hostname"]) == ("device", "session", "")
+    assert (low.rank_from, high.meta.clock, high.meta.host) == ("device", "session", None)
     ev = high.events.sort_values("start_ns")
     assert ev["kind"].astype(str).tolist() == ["compute", "comm", "compute", "comm", "memcpy", "compute"]
     assert ev["start_ns"].tolist() == [1_000, 4_000, 11_000, 11_500, 12_500, 15_000]  # session-relative
@@ -425,7 +425,7 @@ def test_directory_of_per_rank_reports_by_file_name(tmp_path):
     one_process(11, 0, 1_000).write(tmp_path / "trainer_rank3.sqlite")
     one_process(12, 0, 1_000).write(tmp_path / "trainer_rank1.sqlite")
     traces = read_nsys(tmp_path)
-    assert [(t.rank, t.rank_from, t.meta["pid"], Path(t.source).name) for t in traces] == \
+    assert [(t.rank, t.rank_from, t.meta.extra["pid"], Path(t.source).name) for t in traces] == \
         [(1, "filename", 12, "trainer_rank1.sqlite"), (3, "filename", 11, "trainer_rank3.sqlite")]
     assert {t.world_size for t in traces} == {4}
 
@@ -434,7 +434,7 @@ def test_several_reports_share_one_clock(tmp_path):
     one_process(11, 1, 5_000, session=S0).write(tmp_path / "a.sqlite")
     one_process(12, 0, 1_000, session=S0 + 2_000_000).write(tmp_path / "b.sqlite")
     traces = read_nsys(tmp_path)
-    assert [(t.rank, t.rank_from, t.meta["pid"]) for t in traces] == [(0, "device", 12), (1, "device", 11)]
+    assert [(t.rank, t.rank_from, t.meta.extra["pid"]) for t in traces] == [(0, "device", 12), (1, "device", 11)]
     assert [t.rank for t in read_nsys([tmp_path / "b.sqlite", tmp_path / "a.sqlite"])] == [0, 1]
     starts = [int(t.events["start_ns"].min()) for t in traces]
     assert starts == [S0 + 2_001_000, S0 + 5_000]
@@ -445,7 +445,7 @@ def test_same_device_falls_back_to_process_order(tmp_path):
     e.processes[20] = "python3"
     e.kernels.append(Kernel(20, 0, 7, "void gemm<1>(float*)", 2_000, 3_000, launch=1_500))
     traces = read_nsys(e.write(tmp_path / "r.sqlite"))
-    assert [(t.rank, t.rank_from, t.meta["pid"]) for t in traces] == [(0, "process", 20), (1, "process", 30)]
+    assert [(t.rank, t.rank_from, t.meta.extra["pid"]) for t in traces] == [(0, "process", 20), (1, "process", 30)]
 
 
 # --------------------------------------------------------------------------- bad input
@@ -688,4 +688,4 @@ def test_load_run_reads_a_directory_of_unnamed_exports_together(tmp_path):
     one_process(12, 0, 1_000).write(tmp_path / "b.sqlite")
     (tmp_path / "b.nsys-rep").write_bytes(b"report beside its export: the export is read")
     run = overlapscope.load_run(tmp_path)
-    assert [(t.rank, t.rank_from, t.meta["pid"]) for t in run.ranks] == [(0, "device", 12), (1, "device", 11)]
+    assert [(t.rank, t.rank_from, t.meta.extra["pid"]) for t in run.ranks] == [(0, "device", 12), (1, "device", 11)]

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from overlapscope import load_run
 from overlapscope.cli import main
-from overlapscope.core.table import RankTrace, Run, make_table
+from overlapscope.core.table import RankMeta, RankTrace, Run, make_table
 from overlapscope.report.perfetto import EXPOSED_TID, EXPOSED_TRACK, write_perfetto
 from shared_data import REAL_TRACES
 
@@ -27,7 +27,7 @@ def _hand_run() -> Run:
         end_ns=[1_000_040_000, 1_000_100_000, 1_000_070_000, 1_000_005_001],
         collective=["", "", "all_reduce", ""], bytes=[-1, -1, 4096, -1])
     trace = RankTrace(rank=0, events=ev, steps=pd.DataFrame({"step": [], "start_ns": [], "end_ns": []}),
-                      source="hand", device="gpu")
+                      meta=RankMeta(source_format="test", source_file="hand"), device="gpu")
     return Run(ranks=[trace], manifest={}, path="hand")
 
 

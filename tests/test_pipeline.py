@@ -111,3 +111,20 @@ def test_json_report_has_no_event_tables(run_dir):
     assert kept.traces is not None and len(kept.traces.ranks) == 2
     assert to_json(kept) == to_json(overlapscope.analyze_run(run_dir, OPTIONS))
     assert "traces" not in orjson.loads(to_json(kept))
+
+
+def test_workers_send_compact_results_not_event_tables(run_dir):
+    """Without keep_events the reducer gets each rank's sections and two rows of its table (its
+    earliest start and latest end), and the numbers are those of the whole tables."""
+    from overlapscope.ingest import ReadOptions
+    from overlapscope.pipeline.cache import CacheConfig
+    from overlapscope.pipeline.distributed import rank_job
+
+    read = ReadOptions(step_pattern=OPTIONS.step_pattern, comm_patterns=OPTIONS.comm_patterns)
+    full = overlapscope.load_run(run_dir, OPTIONS).ranks[0].events
+    (outcome,) = rank_job([run_dir / "rank0.json"], read, CacheConfig(enabled=False), False)
+    assert len(outcome.trace.events) == 2 and len(full) > 2
+    assert outcome.trace.events["start_ns"].min() == full["start_ns"].min()
+    assert outcome.trace.events["end_ns"].max() == full["end_ns"].max()
+    pooled = overlapscope.analyze_run(run_dir, dataclasses.replace(OPTIONS, pool_workers=2))
+    assert pooled.traces is None and to_json(pooled) == to_json(overlapscope.analyze_run(run_dir, OPTIONS))

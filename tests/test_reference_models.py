@@ -40,8 +40,8 @@ RUNS: dict[str, tuple[str, int, tuple[str, ...]]] = {
                               "--seq", "128", "--batch", "32")),
     "fsdp2_tp": ("fsdp2_tp", 4, ("--layers", "2", "--dp", "2", "--tp", "2")),
     # expert and context parallelism (tests/test_moe_cp_runs.py): imbalance needs 4 ranks (max/mean <= n)
-    "moe_skewed": ("moe_ep", 4, ("--layers", "1", "--routing", "skewed")),
-    "moe_uniform": ("moe_ep", 4, ("--layers", "1", "--routing", "uniform")),
+    "moe_skewed": ("moe_ep", 4, ("--layers", "1", "--microbatches", "2", "--batch", "16", "--routing", "skewed")),
+    "moe_uniform": ("moe_ep", 4, ("--layers", "1", "--microbatches", "2", "--batch", "16", "--routing", "uniform")),
     "moe_none": ("moe_ep", 2, ("--overlap", "none")),
     "moe_microbatch": ("moe_ep", 2, ("--overlap", "microbatch")),
     "cp_off": ("cp", 2, ("--overlap", "off")),

@@ -9,7 +9,7 @@ import pandas as pd
 
 from crossrank_tables import US, ev, table
 from overlapscope.analysis import analyze
-from overlapscope.core.table import RankTrace, Run
+from overlapscope.core.table import RankMeta, RankTrace, Run
 
 HOST = "thread:1"
 
@@ -28,8 +28,9 @@ def allreduce(start_us: float, end_us: float, seq: int = 0, launch_us: float = 0
 def run_of(per_rank: dict[int, list[dict]]) -> Run:
     no_steps = pd.DataFrame({"step": pd.Series(dtype=np.int64), "start_ns": pd.Series(dtype=np.int64),
                              "end_ns": pd.Series(dtype=np.int64)})
-    ranks = [RankTrace(rank=r, events=table(r, rows), steps=no_steps, source=f"rank{r}.json", device="gpu",
-                       world_size=len(per_rank)) for r, rows in sorted(per_rank.items())]
+    ranks = [RankTrace(rank=r, events=table(r, rows), steps=no_steps, device="gpu",
+                       meta=RankMeta(source_format="test", source_file=f"rank{r}.json", world_size=len(per_rank)))
+             for r, rows in sorted(per_rank.items())]
     return Run(ranks=ranks, manifest={}, path="hand-built")
 
 
@@ -129,8 +130,9 @@ def stepped_run(comm_exposed_us: list[float]) -> Run:
             per_rank[r] += [dict(row, step=i + 1) for row in rows]
         spans.append((i + 1, t0 * US, (t0 + 10) * US))
     steps = pd.DataFrame(spans, columns=["step", "start_ns", "end_ns"]).astype(np.int64)
-    ranks = [RankTrace(rank=r, events=table(r, rows), steps=steps, source=f"rank{r}.json", device="gpu",
-                       world_size=2) for r, rows in per_rank.items()]
+    ranks = [RankTrace(rank=r, events=table(r, rows), steps=steps, device="gpu",
+                       meta=RankMeta(source_format="test", source_file=f"rank{r}.json", world_size=2))
+             for r, rows in per_rank.items()]
     return Run(ranks=ranks, manifest={}, path="hand-built")
 
 

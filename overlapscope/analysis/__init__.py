@@ -18,7 +18,7 @@ from .overlap import lane_sets, overlap_by_step, totals
 from .result import Analysis, OVERLAP_COLUMNS
 from .streams import comm_on_compute_lanes, diagnose as diagnose_streams
 from .whatif_sections import whatif_sections
-from .windows import step_windows
+from .windows import windows_and_partial
 
 __all__ = ["analyze", "analyze_rank", "combine", "Analysis", "OVERLAP_COLUMNS", "RANK_SECTIONS"]
 
@@ -39,14 +39,15 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     """One rank's share of `analyze`: RANK_SECTIONS, its step windows, its comm-on-compute lanes and
     "cross_rank", the per-rank map of the cross-rank sections (crossrank.rank_parts): the reduce then
     needs no event table."""
-    windows = step_windows(trace, no_steps=no_steps)
+    windows, partial = windows_and_partial(trace, no_steps=no_steps)
     ev = trace.events
     comm_rows = isin(ev["kind"], ("comm",))
     sets = lane_sets(ev)  # merged compute/comm/copy, shared by every analyzer below
     overlap = overlap_by_step(ev, windows, sets=sets)
     overlap = pd.concat([overlap, overlap_bounds(ev, windows, overlap, sets=sets)], axis=1)
-    out = {"windows": windows, "steps": overlap, "comm_on_compute": comm_on_compute_lanes(ev, sets["compute"]),
-           "graph": rank_graph(ev, windows, trace.meta.get("stream_waits"))}
+    out = {"windows": windows, "partial": partial, "steps": overlap,
+           "comm_on_compute": comm_on_compute_lanes(ev, sets["compute"]),
+           "graph": rank_graph(ev, windows, trace.meta.stream_waits)}
     key_steps = []
     scopes = launch_scopes(ev, comm_rows)
     for column, keys in (
@@ -99,7 +100,7 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]], *, cost: CostConf
     per_step = per_step.merge(critical, on=["rank", "step"], how="left")
     per_step["critical_comm_ns"] = per_step["critical_comm_ns"].fillna(0).astype(np.int64)
     return Analysis(
-        run=run_identity(run),
+        run=run_identity(run, {t.rank: sec["partial"] for t, sec in zip(run.ranks, sections) if sec["partial"]}),
         steps=per_step,
         totals=total,
         by_collective=stacked("by_collective"),
@@ -123,7 +124,7 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]], *, cost: CostConf
 def _regrouped(rank: int, section: dict[str, pd.DataFrame], comm_groups: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """A rank's section with by_group (and its per-step rows) recomputed from the process groups
     inferred across ranks: gloo names no group on its ops, but every rank's trace lists its groups
-    (distributedInfo.pg_config), so the by-group table names the group the wait/transfer table does."""
+    (RankMeta.process_groups), so the by-group table names the group the wait/transfer table does."""
     comm = section["cross_rank"]["comm"]
     groups = comm_groups.loc[comm_groups["rank"].to_numpy() == rank].sort_values("row")
     if comm.empty or len(groups) != len(comm) or (groups["group"].to_numpy() == comm["group"].to_numpy()).all():
@@ -139,17 +140,12 @@ def _regrouped(rank: int, section: dict[str, pd.DataFrame], comm_groups: pd.Data
 
 
 def group_ranks(run: Run) -> dict[str, list[int]]:
-    """Process group name -> its ranks in group order, from the traces' pg_config."""
-    out: dict[str, list[int]] = {}
-    for trace in run.ranks:
-        for pg in trace.meta.get("pg_config") or []:
-            ranks = pg.get("ranks") if isinstance(pg, dict) else None
-            if pg.get("pg_name") is not None and isinstance(ranks, list) and all(isinstance(r, int) for r in ranks):
-                out[str(pg["pg_name"])] = ranks
-    return out
+    """Process group name -> its ranks in group order, from the ranks' RankMeta.process_groups."""
+    return {pg.name: list(pg.ranks) for trace in run.ranks for pg in trace.meta.process_groups if pg.ranks}
 
 
-def run_identity(run: Run) -> dict:
+def run_identity(run: Run, partial: dict[int, dict] | None = None) -> dict:
+    """The run's `run` section; partial: rank -> the steps it analyzed, for ranks that stopped early."""
     first = run.ranks[0]
     manifest = run.manifest or {}
     identity = {
@@ -157,12 +153,11 @@ def run_identity(run: Run) -> dict:
         "world_size": run.world_size,
         "ranks": [t.rank for t in run.ranks],
         "device": first.device,
-        "device_name": first.meta.get("device_name") or manifest.get("device_name"),
-        "backend": first.meta.get("backend") or manifest.get("backend"),
+        "device_name": first.meta.device_name or manifest.get("device_name"),
+        "backend": first.meta.backend or manifest.get("backend"),
         "rank_from": {str(t.rank): t.rank_from for t in run.ranks},
         "manifest": manifest,
     }
-    partial = {t.rank: t.meta["partial"] for t in run.ranks if "partial" in t.meta}
     if partial:  # ranks that stopped early: which steps each analyzed, and which it lacks
         every = sorted({int(s) for t in run.ranks for s in t.steps["step"].tolist()})
         identity["incomplete_ranks"] = {

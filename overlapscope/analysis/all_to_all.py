@@ -41,12 +41,13 @@ def all_to_all_rows(events: pd.DataFrame, scopes: np.ndarray) -> pd.DataFrame:
 
 def _peer_bytes(text: np.ndarray, size: int) -> np.ndarray:
     """Split-bytes text per row -> (rows, size) int64, -1 where unknown or of another length."""
-    out = np.full((len(text), size), -1, dtype=np.int64)
-    for i, t in enumerate(text):  # one per all-to-all (a few per layer and step), not per event
+    codes, uniques = pd.factorize(np.asarray(text, dtype=object))
+    parsed = np.full((len(uniques) + 1, size), -1, dtype=np.int64)  # last row: for codes of -1 (none)
+    for i, t in enumerate(uniques):  # distinct split lists: as many as routings, parsed once each
         values = t.split(",") if t else []
         if len(values) == size:
-            out[i] = np.asarray(values, dtype=np.int64)
-    return out
+            parsed[i] = np.asarray(values, dtype=np.int64)
+    return parsed[codes]
 
 
 def all_to_all_traffic(collectives: pd.DataFrame, rows: pd.DataFrame, offsets: Mapping[int, int],
@@ -55,60 +56,70 @@ def all_to_all_traffic(collectives: pd.DataFrame, rows: pd.DataFrame, offsets: M
 
     collectives: the cross-rank `collectives` section (aligned times); rows: `all_to_all_rows` of
     every rank, concatenated (recorded times; offsets align them). group_ranks: a process group's
-    ranks in group order (pg_config); else the instance's ranks, sorted. The matrix takes each
-    sender's split bytes, and the receiver's where the sender's are unknown.
+    ranks in group order (pg_config); else the ranks that ran the group's all-to-alls, ascending. The
+    matrix takes each sender's split bytes, and the receiver's where the sender's are unknown.
+    Vectorized per process group (a few), never per instance.
     """
     coll = collectives[collectives["collective"] == "all_to_all"] if len(collectives) else collectives
     if coll is None or coll.empty:
-        return (pd.DataFrame({c: pd.Series(dtype=object if c in ("group", "scope", "missing") else
-                                           np.float64 if c in ("imbalance", "mean_received_bytes") else np.int64)
-                              for c in INSTANCE_COLUMNS}),
-                pd.DataFrame({c: pd.Series(dtype=np.int64) for c in TRAFFIC_COLUMNS}))
+        return _empty_instances(), _empty_traffic()
     recorded = coll["start_ns"].to_numpy(np.int64) - coll["rank"].map(offsets).fillna(0).to_numpy(np.int64)
+    text = ["send_split_bytes", "recv_split_bytes", "scope"]
     joined = coll.assign(recorded_start_ns=recorded).merge(
-        rows.rename(columns={"start_ns": "recorded_start_ns"})[
-            ["rank", "recorded_start_ns", "send_split_bytes", "recv_split_bytes", "scope"]],
+        rows.rename(columns={"start_ns": "recorded_start_ns"})[["rank", "recorded_start_ns", *text]],
         on=["rank", "recorded_start_ns"], how="left")
-    joined[["send_split_bytes", "recv_split_bytes", "scope"]] = \
-        joined[["send_split_bytes", "recv_split_bytes", "scope"]].fillna("")
-    instances, traffic = [], []
-    for inst, sub in joined.groupby("instance", sort=True):  # one per collective: tens to thousands
-        group = str(sub["group"].iloc[0])
-        members = list((group_ranks or {}).get(group) or sorted(sub["rank"].astype(int).unique()))
-        n = len(members)
-        pos = {r: i for i, r in enumerate(members)}
-        matrix = np.full((n, n), -1, dtype=np.int64)  # [src position, dst position]
-        sent = _peer_bytes(sub["send_split_bytes"].to_numpy(object), n)
-        got = _peer_bytes(sub["recv_split_bytes"].to_numpy(object), n)
-        at = np.array([pos.get(int(r), -1) for r in sub["rank"]])
-        ok = at >= 0
-        matrix[at[ok]] = sent[ok]  # each sender's row
-        into = matrix[:, at[ok]]  # each receiver's column, where its senders said nothing
-        matrix[:, at[ok]] = np.where(into < 0, got[ok].T, into)
-        missing_ranks = [m for m in members if (matrix[pos[m]] < 0).any() and (matrix[:, pos[m]] < 0).any()]
-        step = int(sub["step"].min())
-        known = (matrix >= 0).all()
-        received = matrix.sum(axis=0) if known else np.full(n, -1)
-        mean = float(received.mean()) if known and n else np.nan
-        top = received.max() if known and n else -1
-        hot = members[int(np.argmax(received))] if known and n and (received == top).sum() == 1 else -1
-        last = sub[sub["last_arrival"].astype(bool)]
-        waited_for = int(last["rank"].iloc[0]) if len(last) == 1 else -1
-        scope = sub["scope"].mode()
-        missing = "" if known else ("no split sizes for ranks " + ", ".join(map(str, missing_ranks))
-                                    if missing_ranks else "split sizes disagree with the group size")
-        instances.append((int(inst), group, int(sub["seq"].iloc[0]), step, str(scope.iloc[0]) if len(scope) else "",
-                          int(len(sub)), int(matrix.sum()) if known else -1, int(top), mean,
-                          float(top / mean) if known and mean > 0 else np.nan, int(hot), waited_for,
-                          int(sub["wait_ns"].max()), missing))
-        if known:
-            src, dst = np.divmod(np.arange(n * n), n)
-            traffic.append(pd.DataFrame({"instance": int(inst), "step": step, "src": np.asarray(members)[src],
-                                         "dst": np.asarray(members)[dst], "bytes": matrix.ravel()}))
-    inst_frame = pd.DataFrame(instances, columns=list(INSTANCE_COLUMNS))
-    traffic_frame = pd.concat(traffic, ignore_index=True).astype(np.int64) if traffic else \
-        pd.DataFrame({c: pd.Series(dtype=np.int64) for c in TRAFFIC_COLUMNS})
-    return inst_frame, traffic_frame
+    joined[text] = joined[text].fillna("")
+    joined["group"] = joined["group"].astype(str)
+    entries, sizes, member_rows = [], [], []
+    for group, sub in joined.groupby("group", sort=False):  # process groups: a few
+        members = np.asarray(list((group_ranks or {}).get(group) or sorted(sub["rank"].astype(int).unique())),
+                             dtype=np.int64)
+        n = members.size
+        sizes.append(pd.DataFrame({"instance": sub["instance"].unique(), "n": n}))
+        member_rows.append(pd.DataFrame({"group": group, "member": members}))
+        sub = sub[np.isin(sub["rank"].to_numpy(np.int64), members)]
+        inst = np.repeat(sub["instance"].to_numpy(np.int64), n)
+        me = np.repeat(sub["rank"].to_numpy(np.int64), n)
+        peer = np.tile(members, len(sub))
+        sent = _peer_bytes(sub["send_split_bytes"].to_numpy(object), n).ravel()
+        got = _peer_bytes(sub["recv_split_bytes"].to_numpy(object), n).ravel()
+        # each sender's row first, then each receiver's column where its sender said nothing
+        entries += [pd.DataFrame({"instance": inst, "src": me, "dst": peer, "bytes": sent})[sent >= 0],
+                    pd.DataFrame({"instance": inst, "src": peer, "dst": me, "bytes": got})[got >= 0]]
+    cells = pd.concat(entries, ignore_index=True).drop_duplicates(["instance", "src", "dst"], keep="first")
+    by_inst = joined.groupby("instance", sort=True)
+    out = by_inst.agg(group=("group", "first"), seq=("seq", "first"), step=("step", "min"), ranks=("rank", "size"),
+                      max_wait_ns=("wait_ns", "max"))
+    out["n"] = pd.concat(sizes).set_index("instance")["n"]
+    known = cells.groupby("instance").size().reindex(out.index, fill_value=0)
+    complete = (known == out["n"] ** 2).to_numpy()
+    received = cells.groupby(["instance", "dst"])["bytes"].sum()
+    top = received.groupby(level="instance").max().reindex(out.index)
+    n_top = (received == received.groupby(level="instance").transform("max")).groupby(level="instance").sum()
+    hot = received.groupby(level="instance").idxmax().map(lambda k: k[1]) if len(received) else received
+    total = cells.groupby("instance")["bytes"].sum().reindex(out.index)
+    out["bytes"] = np.where(complete, total.fillna(-1), -1).astype(np.int64)
+    out["max_received_bytes"] = np.where(complete, top.fillna(-1), -1).astype(np.int64)
+    out["mean_received_bytes"] = np.where(complete, out["bytes"] / out["n"], np.nan)
+    out["imbalance"] = np.where(complete & (out["mean_received_bytes"] > 0),
+                                out["max_received_bytes"] / out["mean_received_bytes"].where(out["mean_received_bytes"] > 0),
+                                np.nan)
+    unique_top = complete & (n_top.reindex(out.index, fill_value=0) == 1).to_numpy()
+    out["hot_rank"] = np.where(unique_top, hot.reindex(out.index).fillna(-1), -1).astype(np.int64)
+    last = joined[joined["last_arrival"].astype(bool)].groupby("instance")["rank"]
+    one_last = last.size().reindex(out.index, fill_value=0) == 1
+    out["waited_for_rank"] = np.where(one_last, last.first().reindex(out.index).fillna(-1), -1).astype(np.int64)
+    scopes = joined.groupby(["instance", "scope"]).size().rename("k").reset_index() \
+        .sort_values(["instance", "k", "scope"], ascending=[True, False, True], kind="stable") \
+        .drop_duplicates("instance").set_index("instance")["scope"]
+    out["scope"] = scopes.reindex(out.index).fillna("")
+    out["missing"] = _missing(cells, out[~complete], pd.concat(member_rows, ignore_index=True)).reindex(out.index)
+    out["missing"] = out["missing"].fillna("").astype(str)
+    inst_frame = out.reset_index()[list(INSTANCE_COLUMNS)]
+    traffic = cells[cells["instance"].isin(out.index[complete])].merge(out["step"].reset_index(), on="instance")
+    traffic = traffic.sort_values(["instance", "src", "dst"], kind="stable").reset_index(drop=True)
+    return inst_frame, traffic[list(TRAFFIC_COLUMNS)].astype(np.int64)
+
 
 
 def moe_exposure(by_key_steps: pd.DataFrame) -> pd.DataFrame:
@@ -130,17 +141,30 @@ def moe_exposure(by_key_steps: pd.DataFrame) -> pd.DataFrame:
                            ascending=[True, True, False, True, True, False], kind="stable").reset_index(drop=True)
 
 
+def waited_for_most(instances: pd.DataFrame) -> tuple[int, int, int]:
+    """(rank, total max_wait_ns, instances): the rank the others spent the most waiting for over the
+    all-to-alls it was the unique last arrival of; (-1, 0, 0) when none was."""
+    waited = instances[instances["waited_for_rank"] >= 0] if len(instances) else instances
+    if waited.empty:
+        return -1, 0, 0
+    per = waited.groupby("waited_for_rank")["max_wait_ns"].agg(["sum", "size"]).sort_values(
+        ["sum", "size"], ascending=False, kind="stable")
+    return int(per.index[0]), int(per["sum"].iloc[0]), int(per["size"].iloc[0])
+
+
 def diagnose(instances: pd.DataFrame) -> list[str]:
-    """One line on imbalance (the worst instance's hot rank) and one on what is missing."""
+    """One line on imbalance (the worst instance's hot rank, and the rank waited for most) and one on
+    what is missing."""
     notes = []
     known = instances[instances["imbalance"].notna()] if len(instances) else instances
     if len(known):
         worst = known.loc[known["imbalance"].idxmax()]
         if worst["imbalance"] >= 1.5 and worst["hot_rank"] >= 0:
+            rank, wait_ns, n = waited_for_most(instances)
             notes.append(f"all-to-all imbalance up to {worst['imbalance']:.2f}x (max/mean received): rank "
                          f"{int(worst['hot_rank'])} receives the most"
-                         + (f"; the others waited for rank {int(worst['waited_for_rank'])}"
-                            if worst["waited_for_rank"] >= 0 else ""))
+                         + (f"; the others waited longest for rank {rank} ({wait_ns / 1e6:.1f} ms over {n} "
+                            "all-to-alls)" if rank >= 0 else ""))
     unknown = len(instances) - len(known)
     if unknown:
         notes.append(f"{unknown} of {len(instances)} all-to-alls have no per-peer bytes "
@@ -170,3 +194,27 @@ def traffic_matrices(traffic: pd.DataFrame) -> dict[int, tuple[list[int], list[l
         matrix[sub["src"].map(pos).to_numpy(), sub["dst"].map(pos).to_numpy()] = sub["bytes"].to_numpy(np.int64)
         out[int(inst)] = (members, matrix.tolist())
     return out
+
+
+def _missing(cells: pd.DataFrame, incomplete: pd.DataFrame, members: pd.DataFrame) -> pd.Series:
+    """Per incomplete instance: "no split sizes for ranks a, b" (the ranks whose row and column both
+    have an unknown cell), or that the lists do not fit the group."""
+    if incomplete.empty:
+        return pd.Series(dtype=object)
+    grid = incomplete[["group", "n"]].reset_index().merge(members, on="group")
+    as_src = cells.groupby(["instance", "src"]).size().rename("as_src")
+    as_dst = cells.groupby(["instance", "dst"]).size().rename("as_dst")
+    grid = grid.join(as_src, on=["instance", "member"]).join(as_dst, on=["instance", "member"]).fillna(0)
+    lost = grid[(grid["as_src"] < grid["n"]) & (grid["as_dst"] < grid["n"])]
+    named = lost.groupby("instance")["member"].agg(lambda m: "no split sizes for ranks " + ", ".join(map(str, m)))
+    return named.reindex(incomplete.index).fillna("split sizes disagree with the group size")
+
+
+def _empty_instances() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object if c in ("group", "scope", "missing") else
+                                      np.float64 if c in ("imbalance", "mean_received_bytes") else np.int64)
+                         for c in INSTANCE_COLUMNS})
+
+
+def _empty_traffic() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in TRAFFIC_COLUMNS})

@@ -116,5 +116,8 @@ def exposed_by_label_pass(events: pd.DataFrame, windows: pd.DataFrame, scopes: n
     matched = [label.match(u) for u in uniq]
     pass_of = np.array(["" if m is None else "backward" if m.groups()[-1] else "forward" for m in matched],
                        dtype=object)
+    if not (pass_of != "").any():  # no such label (most runs): skip the breakdown of all comm as ""
+        return pd.DataFrame({"step": pd.Series(dtype=np.int32), "pass": pd.Series(dtype=object),
+                             **{c: pd.Series(dtype=np.int64) for c in ("count", "comm_ns", "exposed_comm_ns")}})
     _, per_step = exposed_by_key_and_step(events, windows, pass_of[inverse], "pass", sets=sets)
     return per_step[per_step["pass"] != ""].reset_index(drop=True)

@@ -18,6 +18,7 @@ that shares none with any aligned rank keeps offset 0 and is reported.
 from __future__ import annotations
 
 import logging
+from bisect import insort
 from typing import NamedTuple
 
 import numpy as np
@@ -57,6 +58,12 @@ def estimate_offsets(ends: pd.DataFrame, ranks: list[int] | None = None) -> Cloc
 
     `ends`: one row per (instance, rank) of matched collectives, columns instance, rank, end_ns and
     optionally start_ns (recorded). `ranks`: every rank of the run (those absent get 0, unaligned).
+
+    Ranks are aligned one at a time (the best-supported first), each against the instances' median
+    aligned end over the ranks aligned before it. That state is kept per instance and updated with
+    each aligned rank's rows (`_Anchors`), so the whole solve touches every row a constant number of
+    times: 1,024 ranks x 200 collectives take well under a second, not the minutes a recomputation
+    per round takes.
     """
     all_ranks = sorted(set(ranks or []) | set(ends["rank"].astype(int).tolist()))
     if not all_ranks:
@@ -66,64 +73,87 @@ def estimate_offsets(ends: pd.DataFrame, ranks: list[int] | None = None) -> Cloc
     frame = ends[cols].astype({c: np.int64 for c in cols if c != "instance"})
     # Epoch ns exceed float64's 2^53: work relative to the earliest end so every difference is exact.
     base = int(frame["end_ns"].min()) if len(frame) else 0
-    for c in cols[2:]:
-        frame[c] = frame[c] - base
-    reference = all_ranks[0]
-    offsets: dict[int, int] = {reference: 0}
-    pairs: dict[int, int] = {reference: 0}
-    pending = set(all_ranks) - {reference}
-    # NumPy columns: the loop runs once per rank, and a pandas groupby per round cost ~10 ms.
-    instance = frame["instance"].to_numpy()
-    rank = frame["rank"].to_numpy(np.int64)
-    end_ns = frame["end_ns"].to_numpy(np.int64)
-    start_ns = frame["start_ns"].to_numpy(np.int64) if has_start else np.zeros(end_ns.size, np.int64)
-    while pending:
-        known = np.isin(rank, list(offsets))
-        shift = np.array([offsets[r] for r in rank[known].tolist()], dtype=np.int64)
-        per = _per_instance(instance[known], end_ns[known] + shift, start_ns[known] + shift)
-        cand = np.flatnonzero(np.isin(rank, list(pending)) & np.isin(instance, per.instance))
-        if cand.size == 0:
+    end_ns = frame["end_ns"].to_numpy(np.int64) - base
+    start_ns = frame["start_ns"].to_numpy(np.int64) - base if has_start else np.zeros(end_ns.size, np.int64)
+    _, instance = np.unique(frame["instance"].to_numpy(), return_inverse=True)
+    instance = instance.reshape(-1).astype(np.int64)
+    rank_index = np.searchsorted(np.asarray(all_ranks, dtype=np.int64), frame["rank"].to_numpy(np.int64))
+    anchors = _Anchors(instance, rank_index, end_ns, start_ns, len(all_ranks))
+
+    offsets = np.zeros(len(all_ranks), np.int64)
+    pairs = np.zeros(len(all_ranks), np.int64)
+    pending = np.ones(len(all_ranks), bool)
+    pending[0] = False  # the reference: the lowest rank
+    anchors.add(0, 0)
+    while pending.any():
+        support = np.where(pending, anchors.support, -1)
+        best = int(np.argmax(support))  # the best-supported rank; the lowest of equals
+        if support[best] <= 0:
             break
-        ranks_c, counts = np.unique(rank[cand], return_counts=True)
-        # Align the best-supported rank first: later ranks then have more anchors to lean on.
-        best = int(ranks_c[np.argmax(counts)])
-        mine = cand[rank[cand] == best]
-        at = np.searchsorted(per.instance, instance[mine])
-        diff = per.anchor[at] - end_ns[mine].astype(np.float64)
+        mine = anchors.rows_of(best)
+        mine = mine[anchors.active[instance[mine]]]
+        at = instance[mine]
+        diff = anchors.median_end(at) - end_ns[mine].astype(np.float64)
         offset = float(np.median(diff))
         if has_start:
-            offset = most_feasible(per.last_start[at] - end_ns[mine].astype(np.float64),
-                                   per.first_end[at] - start_ns[mine].astype(np.float64), offset)
+            offset = most_feasible(anchors.last_start[at].astype(np.float64) - end_ns[mine].astype(np.float64),
+                                   anchors.first_end[at].astype(np.float64) - start_ns[mine].astype(np.float64),
+                                   offset)
         offsets[best] = int(np.rint(offset))
-        pairs[best] = int(counts.max())
-        pending.discard(best)
-    unaligned = sorted(pending)
-    for r in unaligned:
-        offsets[r] = 0
-        pairs[r] = 0
+        pairs[best] = support[best]
+        pending[best] = False
+        anchors.add(best, int(offsets[best]))
+    unaligned = [all_ranks[i] for i in np.flatnonzero(pending)]
+    offsets[pending] = 0
+    pairs[pending] = 0
     if unaligned:
         log.debug("ranks %s share no matched collective with the others: clocks used as recorded", unaligned)
-    return ClockOffsets({r: offsets[r] for r in all_ranks}, {r: pairs[r] for r in all_ranks}, unaligned)
+    return ClockOffsets({r: int(o) for r, o in zip(all_ranks, offsets)},
+                        {r: int(p) for r, p in zip(all_ranks, pairs)}, unaligned)
 
 
-class _PerInstance(NamedTuple):
-    instance: np.ndarray
-    """Sorted distinct instances."""
-    anchor: np.ndarray
-    """Median aligned end (float64: the mean of the two middle ends for an even count)."""
-    first_end: np.ndarray
-    last_start: np.ndarray
+class _Anchors:
+    """Per instance, over the rows of the ranks aligned so far: their aligned ends (sorted, for the
+    median), the earliest end and the latest start; per rank, how many of its rows lie in an
+    instance some aligned rank shares (its support)."""
 
+    def __init__(self, instance: np.ndarray, rank_index: np.ndarray, end_ns: np.ndarray, start_ns: np.ndarray,
+                 n_ranks: int) -> None:
+        self.instance, self.rank_index, self.end_ns, self.start_ns = instance, rank_index, end_ns, start_ns
+        n_inst = int(instance.max()) + 1 if instance.size else 0
+        self.by_rank = np.argsort(rank_index, kind="stable")  # rows of each rank, in row order
+        self.rank_bounds = np.searchsorted(rank_index[self.by_rank], np.arange(n_ranks + 1))
+        self.by_instance = np.argsort(instance, kind="stable")
+        self.inst_bounds = np.searchsorted(instance[self.by_instance], np.arange(n_inst + 1))
+        self.ends: list[list[int]] = [[] for _ in range(n_inst)]
+        self.first_end = np.full(n_inst, np.iinfo(np.int64).max, np.int64)
+        self.last_start = np.full(n_inst, np.iinfo(np.int64).min, np.int64)
+        self.active = np.zeros(n_inst, bool)
+        self.support = np.zeros(n_ranks, np.int64)
 
-def _per_instance(instance: np.ndarray, end_ns: np.ndarray, start_ns: np.ndarray) -> _PerInstance:
-    """Per instance: median and min of the ends, max of the starts (pandas' groupby median, min, max)."""
-    if instance.size == 0:
-        nothing = np.empty(0, np.float64)
-        return _PerInstance(instance, nothing, nothing, nothing)
-    order = np.lexsort((end_ns, instance))
-    inst, ends = instance[order], end_ns[order].astype(np.float64)
-    first = np.flatnonzero(np.r_[True, inst[1:] != inst[:-1]])
-    count = np.diff(np.r_[first, inst.size])
-    anchor = (ends[first + (count - 1) // 2] + ends[first + count // 2]) / 2
-    last_start = np.maximum.reduceat(start_ns[order], first).astype(np.float64)
-    return _PerInstance(inst[first], anchor, ends[first], last_start)
+    def rows_of(self, rank: int) -> np.ndarray:
+        return self.by_rank[self.rank_bounds[rank]:self.rank_bounds[rank + 1]]
+
+    def add(self, rank: int, offset: int) -> None:
+        """Rank `rank` is aligned with `offset`: its rows join the anchors."""
+        rows = self.rows_of(rank)
+        at = self.instance[rows]
+        ends = self.end_ns[rows] + offset
+        for i, e in zip(at.tolist(), ends.tolist()):
+            insort(self.ends[i], e)
+        np.minimum.at(self.first_end, at, ends)
+        np.maximum.at(self.last_start, at, self.start_ns[rows] + offset)
+        new = np.unique(at[~self.active[at]])
+        if new.size:
+            self.active[new] = True
+            members = np.concatenate([self.by_instance[self.inst_bounds[i]:self.inst_bounds[i + 1]]
+                                      for i in new.tolist()])
+            np.add.at(self.support, self.rank_index[members], 1)
+
+    def median_end(self, at: np.ndarray) -> np.ndarray:
+        """The median aligned end of each instance in `at` (the mean of the two middle ones for an
+        even count, in float64)."""
+        lists = [self.ends[i] for i in at.tolist()]
+        lo = np.array([e[(len(e) - 1) // 2] for e in lists], dtype=np.int64)
+        hi = np.array([e[len(e) // 2] for e in lists], dtype=np.int64)
+        return (lo.astype(np.float64) + hi.astype(np.float64)) / 2

@@ -37,7 +37,7 @@ def _frame(rows: list[dict], columns: tuple[str, ...]) -> pd.DataFrame:
 
 
 def comm_classes(run: Run) -> CommClasses:
-    summaries = [(t.rank, t.meta.get("comm_classification")) for t in run.ranks]
+    summaries = [(t.rank, t.meta.comm_classification) for t in run.ranks]
     summaries = [(r, s) for r, s in summaries if isinstance(s, dict)]
     device_ns = sum(int(s.get("device_ns", 0)) for _, s in summaries)
     fam = _frame([f for _, s in summaries for f in s.get("families", [])], ("rule", "kernels", "example", "count",

@@ -28,17 +28,8 @@ def one_host(run: Run) -> bool:
 
 
 def group_sizes(run: Run) -> dict[str, int]:
-    """Process group name -> size, from the traces' pg_config (Kineto distributedInfo)."""
-    sizes: dict[str, int] = {}
-    for trace in run.ranks:
-        for pg in trace.meta.get("pg_config") or []:
-            if not isinstance(pg, dict) or pg.get("pg_name") is None:
-                continue
-            ranks = pg.get("ranks")
-            size = len(ranks) if isinstance(ranks, list) and ranks else pg.get("pg_size")
-            if isinstance(size, int) and size > 0:
-                sizes[str(pg["pg_name"])] = size
-    return sizes
+    """Process group name -> size, from the ranks' RankMeta.process_groups."""
+    return {pg.name: pg.size for trace in run.ranks for pg in trace.meta.process_groups if pg.size and pg.size > 0}
 
 
 def rank_parts(events: pd.DataFrame, windows: pd.DataFrame, *,
@@ -66,7 +57,7 @@ def cross_rank_sections(run: Run, parts: Sequence[Mapping[str, pd.DataFrame]]) -
     row, inferred where the trace names none, or None), which `combine` uses for by_group. parts: `rank_parts` of each rank, in run.ranks
     (rank) order."""
     ranks = [t.rank for t in run.ranks]
-    groups_of = rank_groups((t.rank, t.meta.get("pg_config") or []) for t in run.ranks)
+    groups_of = rank_groups((t.rank, t.meta.process_groups) for t in run.ranks)
     coll = collectives_of_ranks({r: _numbered(p["comm"], r) for r, p in zip(ranks, parts)},
                                 {r: p["uncovered"] for r, p in zip(ranks, parts)},
                                 group_sizes=group_sizes(run), groups_of=groups_of,

@@ -59,7 +59,7 @@ def _pass_of(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
 
 def rank_graph(events: pd.DataFrame, windows: pd.DataFrame, stream_waits: Mapping[str, list] | None = None) -> RankGraph:
     """The graph of one rank's event table inside its step windows (module docstring). stream_waits: the
-    reader's record of CUDA stream waits (RankTrace.meta["stream_waits"]), when the trace has them."""
+    reader's record of CUDA stream waits (RankMeta.stream_waits), when the trace has them."""
     kind = events["kind"]
     work = np.flatnonzero(isin(kind, tuple(_CLASS)))
     start = events["start_ns"].to_numpy(np.int64)

@@ -1,6 +1,7 @@
 """Process groups for comm that names none (gloo records no group on its ops).
 
-Every rank's trace lists the process groups it belongs to (Kineto `distributedInfo.pg_config`): the
+Every rank's trace lists the process groups it belongs to (`RankMeta.process_groups`, from Kineto's
+`distributedInfo.pg_config`): the
 default group and, on a device mesh, one group per mesh dimension (`mesh_dp`, `mesh_tp`, ...). A
 family is the groups of one description; each rank is in exactly one group of a family. A stream of
 unnamed comm (one collective type and op) belongs to one family: pick the family whose groups make
@@ -10,24 +11,23 @@ then the tightest ends. On one host the clocks are shared, so raw times can judg
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from ..core.table import ProcessGroup
 from .matching import P2P
 
 
-def rank_groups(pg_configs: Iterable[tuple[int, list[dict[str, Any]]]]) -> dict[int, dict[str, str]]:
-    """rank -> {family (pg_desc, else the group's rank count): pg_name} from each rank's pg_config."""
+def rank_groups(groups: Iterable[tuple[int, Sequence[ProcessGroup]]]) -> dict[int, dict[str, str]]:
+    """rank -> {family (desc, else the group's rank count): group name} from each rank's process groups
+    (those that list their ranks, this rank among them)."""
     out: dict[int, dict[str, str]] = {}
-    for rank, config in pg_configs:
-        for pg in config or []:
-            ranks = pg.get("ranks") if isinstance(pg, dict) else None
-            if not isinstance(ranks, list) or rank not in ranks or pg.get("pg_name") is None:
-                continue
-            family = str(pg.get("pg_desc") or f"size{len(ranks)}")
-            out.setdefault(rank, {})[family] = str(pg["pg_name"])
+    for rank, rank_pgs in groups:
+        for pg in rank_pgs:
+            if rank in pg.ranks:
+                out.setdefault(rank, {})[pg.desc or f"size{len(pg.ranks)}"] = pg.name
     return out
 
 

@@ -27,7 +27,7 @@ def hosts_of(run: Run) -> dict[int, str]:
     out = {}
     for t in run.ranks:
         entry = ranks.get(str(t.rank)) if isinstance(ranks, dict) else None
-        out[t.rank] = str((entry or {}).get("host") or t.meta.get("host") or "")
+        out[t.rank] = str((entry or {}).get("host") or t.meta.host or "")
     return out
 
 
@@ -35,15 +35,15 @@ def tp_groups(run: Run) -> set[str]:
     """Process groups whose description names tensor parallelism (`mesh_tp`, `tp`...)."""
     out = set()
     for t in run.ranks:
-        for pg in t.meta.get("pg_config") or []:
-            if isinstance(pg, dict) and "tp" in re.split(r"[^a-z0-9]+", str(pg.get("pg_desc") or "").lower()):
-                out.add(str(pg.get("pg_name")))
+        for pg in t.meta.process_groups:
+            if "tp" in re.split(r"[^a-z0-9]+", pg.desc.lower()):
+                out.add(pg.name)
     return out
 
 
 def cost_section(run: Run, collectives: pd.DataFrame, config: CostConfig = CostConfig(),
                  device_name: str | None = None) -> pd.DataFrame:
-    name = device_name or next((t.meta.get("device_name") for t in run.ranks if t.meta.get("device_name")), None)
+    name = device_name or next((t.meta.device_name for t in run.ranks if t.meta.device_name), None)
     return cost_model(collectives, hosts=hosts_of(run), device_name=name, tp_groups=tp_groups(run), config=config)
 
 

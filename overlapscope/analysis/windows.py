@@ -27,24 +27,31 @@ def _frame(steps, starts, ends) -> pd.DataFrame:
 
 def step_windows(trace: RankTrace, *, no_steps: bool = False) -> pd.DataFrame:
     """Columns step, start_ns, end_ns; sorted, disjoint. step -1 is a whole-trace window."""
+    return windows_and_partial(trace, no_steps=no_steps)[0]
+
+
+def windows_and_partial(trace: RankTrace, *, no_steps: bool = False) -> tuple[pd.DataFrame, dict | None]:
+    """`step_windows`, and for a rank that stopped early (RankMeta.incomplete) which steps it analyzed,
+    which one was cut short and which are empty (the report's incomplete_ranks); None otherwise."""
     ev = trace.events
     # Only the columns the windows need: copying whole rows of categoricals costs more than the rest.
     work = ev[["step", "start_ns", "end_ns"]][isin(ev["kind"], WORK_KINDS)]
     if work.empty:
         raise TraceError("no device or CPU activity (no kernels, memcpy, compute or comm events)", trace.source)
     if no_steps or trace.steps.empty:
-        return _frame([-1], [work["start_ns"].min()], [work["end_ns"].max()])
-    if trace.meta.get("incomplete"):
-        work, trace = _complete_steps(work, trace)
+        return _frame([-1], [work["start_ns"].min()], [work["end_ns"].max()]), None
+    partial = None
+    if trace.meta.incomplete:
+        work, trace, partial = _complete_steps(work, trace)
     if trace.device == "gpu":
-        return _device_windows(work, trace)
-    return _cpu_windows(work, trace)
+        return _device_windows(work, trace), partial
+    return _cpu_windows(work, trace), partial
 
 
-def _complete_steps(work: pd.DataFrame, trace: RankTrace) -> tuple[pd.DataFrame, RankTrace]:
+def _complete_steps(work: pd.DataFrame, trace: RankTrace) -> tuple[pd.DataFrame, RankTrace, dict]:
     """A rank the run manifest marks incomplete (it raised or stopped mid-capture): its last step
     was cut short and later ones may hold nothing. Analyze the steps before the last that hold
-    work; record the others in trace.meta["partial"] (the report says which steps are missing)."""
+    work; say which they are, and which are not (the report says which steps are missing)."""
     steps = trace.steps.sort_values("start_ns", kind="stable")
     numbers = steps["step"].to_numpy()
     starts, ends = steps["start_ns"].to_numpy(np.int64), steps["end_ns"].to_numpy(np.int64)
@@ -55,19 +62,19 @@ def _complete_steps(work: pd.DataFrame, trace: RankTrace) -> tuple[pd.DataFrame,
         has_work = np.searchsorted(ws, ends, side="left") - np.searchsorted(we, starts, side="right") > 0
     keep = has_work.copy()
     keep[-1] = False  # the step the rank was in when it stopped
-    trace.meta["partial"] = {"analyzed_steps": numbers[keep].tolist(), "cut_short_step": int(numbers[-1]),
-                             "empty_steps": numbers[:-1][~has_work[:-1]].tolist()}
+    partial = {"analyzed_steps": numbers[keep].tolist(), "cut_short_step": int(numbers[-1]),
+               "empty_steps": numbers[:-1][~has_work[:-1]].tolist()}
     log.warning(
         "%s: rank %d stopped before its capture ended (run manifest: complete false): step %d was cut short%s; "
         "analyzing step%s %s", trace.source, trace.rank, numbers[-1],
-        f", steps {', '.join(map(str, trace.meta['partial']['empty_steps']))} are empty"
-        if trace.meta["partial"]["empty_steps"] else "", "s" if keep.sum() != 1 else "",
+        f", steps {', '.join(map(str, partial['empty_steps']))} are empty"
+        if partial["empty_steps"] else "", "s" if keep.sum() != 1 else "",
         ", ".join(map(str, numbers[keep].tolist())) or "none")
     if not keep.any():
         raise TraceError("stopped before its capture ended (run manifest: complete false) and has no whole step "
                          "to analyze", trace.source)
     work = work.assign(step=np.where(np.isin(work["step"].to_numpy(), numbers[keep]), work["step"].to_numpy(), -1))
-    return work, dataclasses.replace(trace, steps=steps[keep].reset_index(drop=True))
+    return work, dataclasses.replace(trace, steps=steps[keep].reset_index(drop=True)), partial
 
 
 def _device_windows(work: pd.DataFrame, trace: RankTrace) -> pd.DataFrame:

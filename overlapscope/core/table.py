@@ -10,6 +10,7 @@ member in group order joined by commas ("" unknown; see ingest/splits.py).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -105,6 +106,71 @@ def empty_table(rank: int) -> pd.DataFrame:
     return make_table(rank, lane=[], kind=[], name=[], start_ns=[], end_ns=[])
 
 
+@dataclass(frozen=True, kw_only=True)
+class ProcessGroup:
+    """A process group a rank belongs to, as its trace lists it."""
+
+    name: str
+    """The name comm events carry in their `group` column (Kineto's pg_name, e.g. "0")."""
+    ranks: tuple[int, ...] = ()
+    """Global ranks of the group (empty when the trace gives only its size)."""
+    size: int | None = None
+    """How many ranks it has (len(ranks) when they are listed)."""
+    desc: str = ""
+    """What it is for, as torch describes it (pg_desc: default_pg, mesh_tp, ...); "" unknown."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankMeta:
+    """What a reader learned about a rank besides its events: the same fields from every format,
+    None (or empty) where the format does not say."""
+
+    source_format: str
+    """The reader: "kineto" or "nsys"."""
+    source_file: str
+    """The file the events were read from (an nsys report, not its temporary export)."""
+    device_name: str | None = None
+    """The accelerator's name ("NVIDIA H100 80GB HBM3"): Kineto deviceProperties, nsys TARGET_INFO_GPU."""
+    backend: str | None = None
+    """The communication backend (nccl, gloo, ...): Kineto distributedInfo; nsys: "nccl" when NCCL's
+    NVTX ranges are in the export."""
+    world_size: int | None = None
+    """Ranks in the job: Kineto distributedInfo; nsys: at least the ranks found, above the highest."""
+    process_groups: tuple[ProcessGroup, ...] = ()
+    """The process groups this rank is in, with their ranks (Kineto distributedInfo.pg_config)."""
+    clock: str = ""
+    """The clock the timestamps are on after `clock_base_ns`: "unix" (Kineto baseTimeNanoseconds,
+    nsys session start in UTC), "session" (an nsys export without a start time), "" unknown."""
+    clock_base_ns: int = 0
+    """What the reader added to the file's own timestamps to put them on `clock`."""
+    host: str | None = None
+    """Host name (nsys TARGET_INFO_SYSTEM_ENV); Kineto traces do not carry it."""
+    incomplete: bool = False
+    """The run manifest says this rank stopped before its capture ended (a crash, an early exit): its
+    last step was cut short, so only the whole steps before it are analyzed."""
+    comm_classification: dict[str, Any] | None = None
+    """How the reader classified kernels as communication: rule families, comm-looking kernels no rule
+    claimed, collective conflicts (ingest.comm_summary; analysis.comm_classes reports them)."""
+    stream_waits: dict[str, list] | None = None
+    """CUDA stream waits on events (Kineto "Stream Wait Event"): per wait the waiting lane, its
+    correlation, the lane the event was recorded on and the record's correlation (the dependency
+    graph's event edges); None when the trace has none."""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Format-specific facts kept for reports and debugging, never read by an analyzer (nsys pid,
+    CUDA device ids, thread names, versions; Kineto nccl_version)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict (the Parquet cache stores it); `from_json` reads it back."""
+        out = dataclasses.asdict(self)
+        out["process_groups"] = [dict(g, ranks=list(g["ranks"])) for g in out["process_groups"]]
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "RankMeta":
+        groups = tuple(ProcessGroup(**dict(g, ranks=tuple(g["ranks"]))) for g in data.get("process_groups", ()))
+        return cls(**{**data, "process_groups": groups})
+
+
 @dataclass
 class RankTrace:
     """One rank's events plus what the reader learned about where they came from."""
@@ -114,15 +180,21 @@ class RankTrace:
     """The event table (COLUMNS)."""
     steps: pd.DataFrame
     """Step ranges on the CPU: columns step (int), start_ns, end_ns; empty when the trace has none."""
-    source: str
-    """The file the events were read from."""
+    meta: RankMeta
+    """The reader's facts about the rank (device, backend, world size, process groups, clock, source)."""
     device: str
     """"gpu" when the rank has device (stream) activity, else "cpu"."""
     rank_from: str = "distributedInfo"
     """How the rank number was found: distributedInfo, filename, order, device, process."""
-    world_size: int | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    """Reader facts worth reporting: backend, device name, pg_config, pid, ..."""
+
+    @property
+    def source(self) -> str:
+        """The file the events were read from."""
+        return self.meta.source_file
+
+    @property
+    def world_size(self) -> int | None:
+        return self.meta.world_size
 
 
 @dataclass

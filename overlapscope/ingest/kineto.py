@@ -29,7 +29,7 @@ from .kineto_checks import MAX_WORLD_SIZE, EventChecks, checked_events, checked_
 from .kineto_parse import Columns, columns_of_document, no_gc, read_columns
 from .kineto_parse import load_document, read_bytes  # noqa: F401 - re-exported: they lived here before
 from .steps import DEFAULT_STEP_PATTERN, step_ranges, step_regex, steps_at
-from ..core.table import RankTrace, coded_categorical, make_table
+from ..core.table import ProcessGroup, RankMeta, RankTrace, coded_categorical, make_table
 
 log = logging.getLogger(__name__)
 
@@ -97,20 +97,35 @@ def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: di
         parts = _cpu_events(cols, cats, names, start, end, is_cpu)
     parts["step"] = steps_at(parts["launch_ns"], steps)
     events = make_table(-1 if rank is None else rank, **parts)
-    meta = {k: info.get(k) for k in ("backend", "pg_config", "nccl_version") if info.get(k) is not None}
-    meta.update(comm_meta)
-    waits = _stream_waits(cols, cats, names, is_device)
-    if waits:
-        meta["stream_waits"] = waits
-    if device_props:
-        meta["device_name"] = device_props[0].get("name")
+    meta = _meta(info, device_props, path, base_ns, comm_classification=comm_meta.get("comm_classification"),
+                 stream_waits=_stream_waits(cols, cats, names, is_device),
+                 extra={"dropped_events": drops.as_dict()} if drops.count else {})
     if drops.count:
-        meta["dropped_events"] = drops.as_dict()
         drops.warn(path)  # only once the trace is known to be usable: an error stays one line
-    return RankTrace(
-        rank=-1 if rank is None else rank, events=events, steps=steps, source=str(path),
-        device="gpu" if is_device.any() else "cpu", rank_from=rank_from,
-        world_size=info.get("world_size") if isinstance(info.get("world_size"), int) else None, meta=meta)
+    return RankTrace(rank=-1 if rank is None else rank, events=events, steps=steps, meta=meta,
+                     device="gpu" if is_device.any() else "cpu", rank_from=rank_from)
+
+
+def _meta(info: dict[str, Any], device_props: list[dict[str, Any]], path: Path, base_ns: int, *,
+          extra: dict[str, Any], **facts: Any) -> RankMeta:
+    """RankMeta from distributedInfo (backend, world size, pg_config) and deviceProperties (both
+    checked by kineto_checks); `facts`: the comm classification and stream waits the reader found."""
+    device_name = device_props[0].get("name") if device_props else None
+    groups = []
+    for pg in info.get("pg_config") or []:
+        if not isinstance(pg, dict) or pg.get("pg_name") is None:
+            continue
+        ranks = pg.get("ranks")
+        ranks = tuple(r for r in ranks if isinstance(r, int)) if isinstance(ranks, list) else ()
+        size = len(ranks) if ranks else pg.get("pg_size") if isinstance(pg.get("pg_size"), int) else None
+        groups.append(ProcessGroup(name=str(pg["pg_name"]), ranks=ranks, size=size, desc=str(pg.get("pg_desc") or "")))
+    world_size = info.get("world_size")
+    return RankMeta(
+        source_format="kineto", source_file=str(path), device_name=device_name,
+        backend=str(info["backend"]) if info.get("backend") is not None else None,
+        world_size=world_size if isinstance(world_size, int) else None, process_groups=tuple(groups),
+        clock="unix" if base_ns else "", clock_base_ns=base_ns, **facts,
+        extra={**{k: info[k] for k in ("nccl_version",) if info.get(k) is not None}, **extra})
 
 
 def _joined(*parts: tuple[np.ndarray, np.ndarray]) -> pd.Categorical:
@@ -311,7 +326,18 @@ def _cpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_cpu) ->
     a2a = name[enqueue] == "c10d::alltoall_base_" if enqueue.size else np.zeros(0, bool)
     for w, q in zip(worker[a2a].tolist(), enqueue[a2a].tolist()):
         send_split[w], recv_split[w] = splits.from_alltoall_base(cols.args_dict(int(cpu[q])), DTYPE_BYTES)
-    return {"lane": lane, "kind": kind, "name": name, "start_ns": s, "end_ns": e,
+    # gloo records no message size, but its gloo:<op> ranges carry the recorded shapes of their
+    # tensor (Input Dims, Input type: [[65536]], ['float'] for a 0.25 MB DDP bucket): nccl-tests'
+    # S for every collective but all_gather, whose input is one shard. Loops over comm events only.
+    nbytes = np.full(cpu.size, -1, dtype=np.int64)
+    for k in np.flatnonzero(comm & (collective != "all_gather")).tolist():
+        nbytes[k] = _input_bytes(cols.args_dict(int(cpu[k])))
+    # An all-gather's whole tensor is the first input of the op that enqueued it when that op is
+    # c10d::_allgather_base_ (output first: [[73984], [36992]] for a 2-rank FSDP2 all-gather).
+    gathers = name[enqueue] == "c10d::_allgather_base_" if enqueue.size else np.zeros(0, bool)
+    for w, q in zip(worker[gathers].tolist(), enqueue[gathers].tolist()):
+        nbytes[w] = _input_bytes(cols.args_dict(int(cpu[q])))
+    return {"lane": lane, "kind": kind, "name": name, "start_ns": s, "end_ns": e, "bytes": nbytes,
             "collective": collective, "launch_ns": launch_ns, "launch_lane": launch_lane,
             "send_split_bytes": send_split, "recv_split_bytes": recv_split}
 

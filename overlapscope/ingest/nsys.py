@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -26,7 +26,7 @@ from overlapscope.ingest.comm_summary import summarize
 from overlapscope.ingest.nsys_checks import check_export, check_string_ids
 from overlapscope.ingest.nsys_nvtx import NvtxRanges, attach_nccl, read_nvtx
 from overlapscope.ingest.steps import DEFAULT_STEP_PATTERN, step_ranges, steps_at
-from overlapscope.core.table import RankTrace, make_table
+from overlapscope.core.table import RankMeta, RankTrace, make_table
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class _Process:
     hostname: str
     columns: dict[str, np.ndarray]
     steps: pd.DataFrame
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: RankMeta
 
 
 def read_nsys(path: str | Path | Sequence[str | Path], *, step_pattern: str = DEFAULT_STEP_PATTERN,
@@ -80,8 +80,8 @@ def read_nsys(path: str | Path | Sequence[str | Path], *, step_pattern: str = DE
     traces = []
     for proc, (rank, rank_from) in zip(procs, ranks):
         events = make_table(rank, **proc.columns)
-        traces.append(RankTrace(rank=rank, events=events, steps=proc.steps, source=proc.source, device="gpu",
-                                rank_from=rank_from, world_size=world_size, meta=proc.meta))
+        traces.append(RankTrace(rank=rank, events=events, steps=proc.steps, device="gpu", rank_from=rank_from,
+                                meta=replace(proc.meta, world_size=world_size)))
     return sorted(traces, key=lambda t: t.rank)
 
 
@@ -266,19 +266,20 @@ def _build_process(key: int, rows: np.ndarray, dev: dict[str, np.ndarray], nvtx:
     device_cols["step"] = steps_at(launch_ns, steps)
     cols = _concat(device_cols, nvtx.as_columns(steps_at(nvtx.start_ns, steps)))
     used_tids = set(np.unique(launch_tid[known]).tolist()) | set(np.unique(nvtx.tid).tolist())
-    meta: dict[str, Any] = {
-        "pid": pid, "device": devices[0] if len(devices) == 1 else list(devices), "hostname": hostname,
-        "process_name": procs.get(key, ""), "clock": info["clock"], "session_start_utc_ns": offset,
-        "nsys_version": info.get("nsys_version", ""), "schema_version": info.get("schema_version", ""),
-        "threads": {str(t): threads.get((key << 24) | t, "") for t in sorted(used_tids)},
-        "launches_unmatched": int((~known & dev["gpu"][rows]).sum()),
-        "comm_classification": classification,
-    }
-    if "dropped_events" in info:
-        meta["dropped_events"] = info["dropped_events"]
     gpus = info.get("gpus", {})
-    if gpus and len(devices) == 1 and devices[0] in gpus:
-        meta["gpu_name"] = gpus[devices[0]]
+    meta = RankMeta(
+        source_format="nsys", source_file=str(source),
+        device_name=gpus.get(devices[0]) if len(devices) == 1 else None,
+        backend="nccl" if nvtx.nccl.any() else None,
+        clock="unix" if info["clock"] == "session+utcEpochNs" else "session", clock_base_ns=offset,
+        host=hostname or None,
+        extra={"pid": pid, "device": devices[0] if len(devices) == 1 else list(devices),
+               "process_name": procs.get(key, ""), "nsys_version": info.get("nsys_version", ""),
+               "schema_version": info.get("schema_version", ""),
+               "threads": {str(t): threads.get((key << 24) | t, "") for t in sorted(used_tids)},
+               "launches_unmatched": int((~known & dev["gpu"][rows]).sum()),
+               **({"dropped_events": info["dropped_events"]} if "dropped_events" in info else {})},
+        comm_classification=classification)
     return _Process(source=source, key=key, pid=pid, devices=devices, hostname=hostname, columns=cols,
                     steps=steps, meta=meta)
 

@@ -5,6 +5,8 @@ overlapscope allocate per-rank structures of that size), ranks within it, per-ra
 """
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -84,9 +86,9 @@ def incomplete_ranks(manifest: dict[str, Any]) -> set[int]:
 
 
 def mark_incomplete(traces: Iterable[RankTrace], manifest: dict[str, Any]) -> None:
-    """Flag (meta["incomplete"]) the ranks the manifest says stopped early: their steps are analyzed
+    """Flag (RankMeta.incomplete) the ranks the manifest says stopped early: their steps are analyzed
     up to the one they stopped in (analysis/windows.py)."""
     stopped = incomplete_ranks(manifest)
     for t in traces:
         if t.rank in stopped:
-            t.meta["incomplete"] = True
+            t.meta = dataclasses.replace(t.meta, incomplete=True)

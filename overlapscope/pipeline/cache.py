@@ -17,6 +17,7 @@ Safety (DESIGN.md "Safety and no data loss"):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import os
@@ -29,7 +30,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from ..core.table import COLUMNS, RankTrace
+from ..core.table import COLUMNS, RankMeta, RankTrace
 from ..io_atomic import atomic_path
 from ..ingest import ReadOptions, cacheable, read_job
 
@@ -152,8 +153,11 @@ def load_entry(entry: Path, key: str, source: Path) -> RankTrace | None:
                 any(str(events[c].dtype) != d for c, d in COLUMNS.items()) or len(events) != info["rows"]:
             raise ValueError("columns do not match the event table")
         steps = pd.DataFrame({c: np.asarray(info["steps"][c], dtype=d) for c, d in STEP_DTYPES.items()})
-        return RankTrace(rank=info["rank"], events=events, steps=steps, source=str(source), device=info["device"],
-                         rank_from=info["rank_from"], world_size=info["world_size"], meta=info["meta"])
+        meta = RankMeta.from_json(info["meta"])
+        if meta.source_file != str(source):  # the same bytes under another name (a copied run)
+            meta = dataclasses.replace(meta, source_file=str(source))
+        return RankTrace(rank=info["rank"], events=events, steps=steps, device=info["device"],
+                         rank_from=info["rank_from"], meta=meta)
     except Exception as exc:  # noqa: BLE001 - a damaged entry is a miss, never an error
         first = str(exc).splitlines()[0] if str(exc) else ""
         log.warning("%s: cache entry %s is damaged (%s: %s); discarded, the trace is read again and the entry "
@@ -172,7 +176,7 @@ def store_entry(entry: Path, key: str, trace: RankTrace) -> bool:
     """Write the entry atomically (io_atomic); False when the directory is not writable."""
     info = {
         "key": key, "format": CACHE_FORMAT, "rows": len(trace.events), "rank": trace.rank,
-        "rank_from": trace.rank_from, "device": trace.device, "world_size": trace.world_size, "meta": trace.meta,
+        "rank_from": trace.rank_from, "device": trace.device, "meta": trace.meta.to_json(),
         "steps": {c: trace.steps[c].to_numpy().tolist() for c in STEP_DTYPES},
     }
     info["checksum"] = _checksum(info)

@@ -3,9 +3,11 @@
 Map (one job per trace file - per nsys run - anywhere): read it (through the cache) and run
 `analyze_rank`. Reduce (here): number the ranks as `load_run` does, then `combine` - the very
 function `analyze` uses, cross-rank sections included - so the `Analysis` is the serial one.
-The event tables travel back too, for the Run and load_run's checks (a few MB per rank, against
-the tens of MB of JSON each stands for); the reduce itself reads only the per-rank sections,
-cross-rank parts included (crossrank.rank_parts).
+Workers send back compact per-rank results: the sections (per-step rows, breakdown rows, the
+cross-rank parts: comm rows, uncovered time, ...) and the rank's RankMeta, with its event table cut
+to the two rows the reduce's run checks read (the earliest start and the latest end), so the
+reducer's memory grows with collectives, not events. Only `keep_events` (the dashboard, the Perfetto
+export) brings whole tables back.
 
 Where the jobs run: in-process or on a local process pool sized by cores and memory (default), on
 a Dask LocalCluster (`workers=N`), or on a running Dask cluster (`scheduler="tcp://host:8786"`;
@@ -41,7 +43,8 @@ class RankOutcome:
     error: BaseException | None = None
 
 
-def rank_job(paths: list[Path], options: ReadOptions, cache: CacheConfig, no_steps: bool) -> list[RankOutcome]:
+def rank_job(paths: list[Path], options: ReadOptions, cache: CacheConfig, no_steps: bool,
+             keep_events: bool = False) -> list[RankOutcome]:
     """The map step for one job's files (runs in a worker)."""
     out = []
     traces = read_cached(paths, options, cache)
@@ -51,13 +54,25 @@ def rank_job(paths: list[Path], options: ReadOptions, cache: CacheConfig, no_ste
             sections, error = analyze_rank(trace, no_steps=no_steps), None
         except Exception as exc:  # noqa: BLE001 - raised by the reduce, in rank order
             sections, error = None, exc
+        if not keep_events:
+            trace.events = span_rows(trace.events)
         out.append(RankOutcome(trace=trace, sections=sections, error=error))
     return out
 
 
-def map_ranks(jobs: list[list[Path]], read: ReadOptions, options: RunOptions) -> list[list[RankOutcome]]:
+def span_rows(events: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `events` that start first and end last: all that numbering and checking the ranks
+    of a run reads of a table once it is analyzed (ingest.assemble, crossrank's empty-rank test)."""
+    if events.empty:
+        return events
+    rows = [int(events["start_ns"].to_numpy().argmin()), int(events["end_ns"].to_numpy().argmax())]
+    return events.iloc[sorted(set(rows))].reset_index(drop=True)
+
+
+def map_ranks(jobs: list[list[Path]], read: ReadOptions, options: RunOptions, *,
+              keep_events: bool = False) -> list[list[RankOutcome]]:
     """`rank_job` of every job, where `options` says: a Dask client, a Dask cluster, or the local pool."""
-    args = (read, CacheConfig(enabled=options.cache), options.no_steps)
+    args = (read, CacheConfig(enabled=options.cache), options.no_steps, keep_events)
     if options.dask_client is not None:
         from distributed import as_completed
 

@@ -45,7 +45,7 @@ def analyze_run(path: str | Path, options: RunOptions | None = None, *, keep_eve
     """
     options = _options(options, fields)
     path = Path(path)
-    per_job = map_ranks(plan_jobs(trace_files(path)), read_options(options, path), options)
+    per_job = map_ranks(plan_jobs(trace_files(path)), read_options(options, path), options, keep_events=keep_events)
     return reduce_outcomes(path, per_job, keep_events=keep_events, cost=cost_config(options))
 
 

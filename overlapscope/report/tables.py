@@ -60,6 +60,11 @@ def summary_lines(analysis: Analysis) -> list[str]:
         f"exposed comm {_ms(mean_exposed)} ms/step "
         f"({_pct(100.0 * mean_exposed / mean_step if mean_step else float('nan'))}% of the step), "
         f"overlap {_pct(overlap)}%")
+    # The readers' RankMeta: which accelerator and backend the numbers are from.
+    facts = [f"{label} {analysis.run[key]}" for key, label in (("device_name", "device"), ("backend", "backend"))
+             if analysis.run.get(key)]
+    if facts:
+        lines.append(", ".join(facts))
     if comm_total:
         late = straggler(analysis.collectives, analysis.stragglers)
         lines.append(f"most exposed: rank {int(worst['rank'])} with {_ms(worst['exposed_per_step_ns'])} ms/step"

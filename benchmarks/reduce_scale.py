@@ -1,0 +1,103 @@
+"""The cross-rank reduce at scale: N ranks x C collectives, per-rank results already computed.
+
+Builds one small event table per rank (C all-reduces on one process group with sequence numbers,
+each rank's clock skewed, a compute kernel before each), runs the per-rank map (`analyze_rank`)
+once, then times the reduce (`combine`) and, inside it, the cross-rank sections (matching, clock
+offsets, wait/transfer, stragglers), the clock solve alone, and the what-if sections. Wall and CPU seconds are printed with the load average, since the
+machine may be shared.
+
+    python benchmarks/reduce_scale.py --ranks 64 256 1024 --collectives 200
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.analysis import analyze_rank, combine
+from overlapscope.core.table import RankMeta, RankTrace, Run, make_table
+
+
+def rank_trace(rank: int, collectives: int, rng: np.random.Generator) -> RankTrace:
+    skew = int(rng.integers(-5_000_000, 5_000_000))  # clocks apart by up to 5 ms
+    i = np.arange(collectives, dtype=np.int64)
+    t0 = 1_000_000_000 + skew + i * 1_000_000
+    arrive = t0 + 200_000 + rng.integers(0, 50_000, collectives)  # this rank's start of the all-reduce
+    end = t0 + 400_000 + rng.integers(0, 2_000, collectives)       # everyone ends together (plus a tail)
+    n = 2 * collectives
+    kind = np.where(np.arange(n) % 2 == 0, "compute", "comm").astype(object)
+    start = np.empty(n, np.int64)
+    stop = np.empty(n, np.int64)
+    start[0::2], stop[0::2] = t0, t0 + 300_000
+    start[1::2], stop[1::2] = arrive, end
+    name = np.where(kind == "comm", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "void gemm()").astype(object)
+    events = make_table(rank, lane=np.where(kind == "comm", "stream:20", "stream:7").astype(object), kind=kind,
+                        name=name, start_ns=start, end_ns=stop,
+                        collective=np.where(kind == "comm", "all_reduce", "").astype(object),
+                        bytes=np.where(kind == "comm", 1 << 20, -1), group=np.where(kind == "comm", "0", "").astype(object),
+                        seq=np.where(kind == "comm", np.repeat(i, 2), -1))
+    steps = pd.DataFrame({"step": np.array([], np.int32), "start_ns": np.array([], np.int64),
+                          "end_ns": np.array([], np.int64)})
+    return RankTrace(rank=rank, events=events, steps=steps, device="gpu",
+                     meta=RankMeta(source_format="bench", source_file=f"rank{rank}"))
+
+
+def timed(func):
+    w, c = time.perf_counter(), time.process_time()
+    value = func()
+    return value, time.perf_counter() - w, time.process_time() - c
+
+
+class Stopwatch:
+    """Wraps module functions to add up the wall seconds spent in each."""
+
+    def __init__(self, targets: dict[str, tuple[object, str]]) -> None:
+        self.targets, self.spent = targets, {k: 0.0 for k in targets}
+
+    def __enter__(self) -> "Stopwatch":
+        self.saved = {k: getattr(mod, attr) for k, (mod, attr) in self.targets.items()}
+        for k, (mod, attr) in self.targets.items():
+            setattr(mod, attr, self._wrap(k, self.saved[k]))
+        return self
+
+    def _wrap(self, key, func):
+        def wrapper(*a, **kw):
+            value, wall, _ = timed(lambda: func(*a, **kw))
+            self.spent[key] += wall
+            return value
+        return wrapper
+
+    def __exit__(self, *exc) -> None:
+        for k, (mod, attr) in self.targets.items():
+            setattr(mod, attr, self.saved[k])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", type=int, nargs="+", default=[64, 256, 1024])
+    ap.add_argument("--collectives", type=int, default=200)
+    args = ap.parse_args()
+    import overlapscope.analysis as analysis
+    import overlapscope.analysis.matching as matching
+
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; seconds")
+    print(f"{'ranks':>6} {'collectives':>11} {'map':>8} {'reduce wall':>12} {'reduce cpu':>11} "
+          f"{'cross-rank':>11} {'clock solve':>12} {'what-if':>8}")
+    for n in args.ranks:
+        rng = np.random.default_rng(n)
+        traces = [rank_trace(r, args.collectives, rng) for r in range(n)]
+        run = Run(ranks=traces, manifest={}, path="bench")
+        sections, map_s, _ = timed(lambda: [analyze_rank(t) for t in traces])
+        with Stopwatch({"cross": (analysis, "cross_rank_sections"), "clock": (matching, "estimate_offsets"),
+                        "whatif": (analysis, "whatif_sections")}) as watch:
+            result, wall, cpu = timed(lambda: combine(run, sections))
+        assert len(result.collectives) == n * args.collectives, len(result.collectives)
+        print(f"{n:>6} {args.collectives:>11} {map_s:>8.2f} {wall:>12.2f} {cpu:>11.2f} {watch.spent['cross']:>11.2f} "
+              f"{watch.spent['clock']:>12.2f} {watch.spent['whatif']:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()
