@@ -64,3 +64,46 @@ def test_unknown_categories_beside_known_device_work_are_named(tmp_path, caplog)
     assert a.totals.iloc[0].comm_ns == 30_000
     warned = [r.getMessage() for r in caplog.records if "not analysed" in r.getMessage()]
     assert len(warned) == 1 and "hccl_events (1 events)" in warned[0] and "python_function" not in warned[0]
+
+
+def test_gloo_transfers_pair_only_with_enqueues_of_their_backend_and_collective(tmp_path):
+    """Main thread: NCCL all-gathers (c10d::allgather_ around nccl:all_gather), a gloo reduce-scatter
+    and two gloo barriers; the gloo worker runs gloo:all_reduce then two gloo:barrier. FIFO over all
+    enqueues would label the barriers all_gather; per backend and collective each finds its own."""
+    t = KinetoTrace(rank=0, world_size=2, base_ns=BASE)
+    t.step(1, 0, 1_000_000)
+    for i in range(3):
+        t.cpu_op("c10d::allgather_", 10_000 * i, 10_000 * i + 5_000)
+        t.cpu_op("nccl:all_gather", 10_000 * i + 1_000, 10_000 * i + 4_000)
+    t.cpu_op("c10d::_reduce_scatter_base_", 100_000, 101_000)
+    t.cpu_op("c10d::barrier", 200_000, 201_000)
+    t.cpu_op("c10d::barrier", 300_000, 301_000)
+    t.annotation("gloo:all_reduce", 100_500, 150_000, tid=7)
+    t.annotation("gloo:barrier", 200_500, 210_000, tid=7)
+    t.annotation("gloo:barrier", 300_500, 310_000, tid=7)
+    path = t.write(tmp_path / "rank0.json")
+    ev = load_run(path, cache=False).ranks[0].events
+    comm = ev[ev["kind"] == "comm"].sort_values("start_ns")
+    assert comm["collective"].astype(str).tolist() == ["reduce_scatter", "barrier", "barrier"]
+    assert (comm["launch_ns"] - comm["launch_ns"].min()).tolist() == [0, 100_000, 200_000]
+
+
+def test_cuda_graph_replay_kernels_belong_to_the_launch_step_and_scope(tmp_path):
+    """One cudaGraphLaunch (one correlation id) replays three kernels, an NCCL all-reduce among them:
+    all belong to step 2, which launched the graph, and to the scope around the launch."""
+    t = KinetoTrace(rank=0, world_size=1, base_ns=BASE)
+    t.step(1, 0, 100_000)
+    t.kernel("void gemm()", 10_000, 40_000, launch_ns=1_000)
+    t.step(2, 100_000, 200_000)
+    t.annotation("decoder | graph", 100_500, 102_000)
+    t.x("cuda_runtime", "cudaGraphLaunch", 101_000, 101_800, correlation=77)
+    for name, s, e, stream in (("void gemm()", 150_000, 170_000, 7), ("void add()", 170_000, 175_000, 7),
+                               ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 165_000, 185_000, 20)):
+        t.x("kernel", name, s, e, pid=0, tid=stream, stream=stream, device=0, correlation=77)
+    a = analyze(load_run(t.write(tmp_path / "rank0.json"), cache=False))
+    steps = a.steps.set_index("step")
+    # step 2's window starts at its first device event (150 µs) and ends at the last (185 µs)
+    assert (steps.loc[2, "window_ns"], steps.loc[2, "compute_ns"], steps.loc[2, "comm_ns"],
+            steps.loc[2, "exposed_comm_ns"]) == (35_000, 25_000, 20_000, 10_000)
+    assert steps.loc[1, "comm_ns"] == 0
+    assert a.by_scope[["scope", "comm_ns", "exposed_comm_ns"]].values.tolist() == [["decoder | graph", 20_000, 10_000]]

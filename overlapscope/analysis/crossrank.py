@@ -15,10 +15,16 @@ from ..core import intervals as iv
 from .bubbles import bubbles_of_ranks, microbatch_spans, stage_bubbles
 from .collectives import collectives_of_ranks, uncovered_set
 from .groups import rank_groups
-from .matching import comm_rows
+from .matching import MatchConfig, comm_rows
 from .overlap import lane_sets
 from .prefetch import diagnose as prefetch_diagnoses
 from .prefetch import prefetch_gaps
+
+
+def one_host(run: Run) -> bool:
+    """Every rank ran on one host (the run manifest says so): Kineto ranks there share one clock."""
+    hosts = (run.manifest or {}).get("hosts")
+    return isinstance(hosts, list) and len(hosts) == 1
 
 
 def group_sizes(run: Run) -> dict[str, int]:
@@ -55,7 +61,8 @@ def cross_rank_sections(run: Run, parts: Sequence[Mapping[str, pd.DataFrame]]) -
     coll = collectives_of_ranks({r: _numbered(p["comm"], r) for r, p in zip(ranks, parts)},
                                 {r: p["uncovered"] for r, p in zip(ranks, parts)},
                                 group_sizes=group_sizes(run), groups_of=groups_of,
-                                windows={r: p["windows"] for r, p in zip(ranks, parts)})
+                                windows={r: p["windows"] for r, p in zip(ranks, parts)},
+                                config=MatchConfig(shared_clock=one_host(run)))
     prefetch = pd.concat([_numbered(p["prefetch"], r) for r, p in zip(ranks, parts)], ignore_index=True)
     # A rank without events keeps the rank -1 stage_bubbles gives it (as analyzing its table does).
     bubbles, spans, bubble_notes = bubbles_of_ranks(

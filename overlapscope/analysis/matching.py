@@ -49,6 +49,9 @@ class MatchConfig:
     end_tolerance_frac: float = 0.25
     """...or by this fraction of the shorter of the two durations, whichever is larger (CPU
     collectives under load have tails of milliseconds)."""
+    shared_clock: bool = False
+    """The ranks share one clock (all on one host, DESIGN.md "Clock alignment"): offsets are 0, not
+    estimated - gloo all-reduce ends on one host differ by milliseconds under load."""
 
     def __post_init__(self) -> None:
         if self.end_tolerance_ns < 0 or not 0 <= self.end_tolerance_frac <= 1:
@@ -162,7 +165,7 @@ def match_collectives(comm: pd.DataFrame, config: MatchConfig = MatchConfig(),
     pending: list[str] = []
     for key, sub in comm[comm["reason"] == ""].groupby("key", sort=False):
         _match_by_seq_or_order(comm, key, sub, pending)
-    clock = estimate_offsets(_instances(comm), ranks)
+    clock = _clock(comm, ranks, config)
     # An order match where some rank ended before another started is not one collective; its
     # wrong pairs must not steer the clocks the time match relies on: estimate again without them.
     impossible = _impossible_keys(comm, clock.offsets_ns)
@@ -172,10 +175,10 @@ def match_collectives(comm: pd.DataFrame, config: MatchConfig = MatchConfig(),
         comm.loc[sel, "label"] = -1
         comm.loc[sel, "match"] = ""
     if impossible:
-        clock = estimate_offsets(_instances(comm), ranks)
+        clock = _clock(comm, ranks, config)
     for key in pending:
         _match_by_time(comm, key, clock.offsets_ns, config)
-    clock = estimate_offsets(_instances(comm), ranks)
+    clock = _clock(comm, ranks, config)
 
     matched = comm["label"].to_numpy() >= 0
     # A sequence number seen on one rank only is no cross-rank collective.
@@ -188,6 +191,13 @@ def match_collectives(comm: pd.DataFrame, config: MatchConfig = MatchConfig(),
     unmatched.loc[unmatched["reason"] == "", "reason"] = "no other rank has this collective"
     return Matched(rows.drop(columns=["pos", "reason"]).reset_index(drop=True),
                    unmatched.drop(columns=["label", "pos", "match"]).reset_index(drop=True), clock)
+
+
+def _clock(comm: pd.DataFrame, ranks: list[int] | None, config: MatchConfig) -> ClockOffsets:
+    if config.shared_clock:
+        every = sorted(set(ranks or []) | set(comm["rank"].astype(int).tolist()))
+        return ClockOffsets({r: 0 for r in every}, {r: 0 for r in every}, [])
+    return estimate_offsets(_instances(comm), ranks)
 
 
 def _match_by_seq_or_order(comm: pd.DataFrame, key: str, sub: pd.DataFrame, pending: list[str]) -> None:

@@ -317,7 +317,9 @@ def _cpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_cpu) ->
     lane = cols.tid.relabel("thread:{}".format).values(cpu)
     launch_ns, launch_lane = s.copy(), lane.copy()
     collective = np.where(comm, names.map_many(classify.collectives_of, cpu), "").astype(object)
-    worker, enqueue = _link_worker_transfers(comm & on_worker, ~on_worker & is_enqueue, name, s, lane, launch_ns,
+    other_backend = names.map(lambda n: n.startswith(_OTHER_BACKENDS), bool, cpu)
+    gloo_enqueue = ~on_worker & is_enqueue & ~_encloses(tid, s, e, other_backend)
+    worker, enqueue = _link_worker_transfers(comm & on_worker, gloo_enqueue, name, s, lane, launch_ns,
                                              launch_lane, collective)
     send_split = np.full(cpu.size, "", dtype=object)
     recv_split = np.full(cpu.size, "", dtype=object)
@@ -361,38 +363,55 @@ def _encloses(tid: np.ndarray, s: np.ndarray, e: np.ndarray, is_wait: np.ndarray
     return out
 
 
+# gloo performs reduce-scatter as an all-reduce of the full tensor: those enqueues feed gloo:all_reduce.
+_GLOO_RUNS_AS = {"reduce_scatter": "all_reduce"}
+# Ranges that say an enqueue ran on another backend (an NCCL collective launches `nccl:<op>`).
+_OTHER_BACKENDS = ("nccl:", "ucc:", "mpi:", "xccl:", "hccl:")
+
+
 def _link_worker_transfers(worker: np.ndarray, enqueue: np.ndarray, name, s, lane, launch_ns, launch_lane,
                            collective) -> tuple[np.ndarray, np.ndarray]:
     """Tie each gloo transfer on a runloop worker to the c10d op that enqueued it on the main thread.
 
-    gloo runs its work queue in FIFO order, so the k-th transfer to start is the k-th enqueue. The
-    enqueue names the collective the user asked for (FSDP2's reduce-scatter runs as gloo:all_reduce).
+    gloo runs its work queue in FIFO order, so the k-th transfer of a collective to start is the
+    k-th gloo enqueue of that collective: an enqueue pairs only with a transfer of its own backend
+    (`enqueue` excludes ops that ran on another one) and collective. The enqueue names the
+    collective the user asked for (FSDP2's reduce-scatter runs as gloo:all_reduce).
     Returns the linked (transfer, enqueue) positions.
     """
     none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    w = np.flatnonzero(worker)
-    enq = np.flatnonzero(enqueue)
-    if w.size == 0 or enq.size == 0:
+    w_all = np.flatnonzero(worker)
+    enq_all = np.flatnonzero(enqueue)
+    if w_all.size == 0 or enq_all.size == 0:
         return none
-    enq_coll = classify.collectives_of(list(name[enq]))
-    enq = enq[enq_coll != ""]
-    enq_coll = enq_coll[enq_coll != ""]
-    w = w[np.argsort(s[w], kind="stable")]
-    order = np.argsort(s[enq], kind="stable")
-    enq, enq_coll = enq[order], enq_coll[order]
-    # Transfers that started before the first enqueue in the trace were enqueued before profiling.
-    skip = int(np.searchsorted(s[w], s[enq[0]], side="left"))
-    w = w[skip:]
-    n = min(w.size, enq.size)
-    if n == 0:
+    enq_coll_all = classify.collectives_of(list(name[enq_all]))
+    runs_as = np.array([_GLOO_RUNS_AS.get(c, c) for c in enq_coll_all], dtype=object)
+    linked_w, linked_q, unordered = [], [], 0
+    for coll in np.unique(collective[w_all]):
+        w = w_all[collective[w_all] == coll]
+        take = runs_as == coll
+        enq, enq_coll = enq_all[take], enq_coll_all[take]
+        if w.size == 0 or enq.size == 0 or not coll:
+            continue
+        w = w[np.argsort(s[w], kind="stable")]
+        order = np.argsort(s[enq], kind="stable")
+        enq, enq_coll = enq[order], enq_coll[order]
+        # Transfers that started before the first enqueue in the trace were enqueued before profiling.
+        w = w[int(np.searchsorted(s[w], s[enq[0]], side="left")):]
+        n = min(w.size, enq.size)
+        w, enq, enq_coll = w[:n], enq[:n], enq_coll[:n]
+        consistent = s[enq] <= s[w]
+        unordered += int((~consistent).sum())
+        w, enq, enq_coll = w[consistent], enq[consistent], enq_coll[consistent]
+        launch_ns[w] = s[enq]
+        launch_lane[w] = lane[enq]
+        collective[w] = enq_coll
+        linked_w.append(w)
+        linked_q.append(enq)
+    if unordered:
+        log.warning("gloo transfers do not follow their enqueues in order; %d left unlinked", unordered)
+    if not linked_w:
         return none
-    w, enq, enq_coll = w[:n], enq[:n], enq_coll[:n]
-    consistent = s[enq] <= s[w]
-    if not consistent.all():
-        log.warning("gloo transfers do not follow their enqueues in order; %d left unlinked",
-                    int((~consistent).sum()))
-    w, enq, enq_coll = w[consistent], enq[consistent], enq_coll[consistent]
-    launch_ns[w] = s[enq]
-    launch_lane[w] = lane[enq]
-    collective[w] = enq_coll
-    return w, enq
+    w, enq = np.concatenate(linked_w), np.concatenate(linked_q)
+    order = np.argsort(w, kind="stable")
+    return w[order], enq[order]
