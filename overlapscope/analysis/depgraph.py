@@ -33,7 +33,7 @@ from .breakdown import launch_scopes
 from ..core.codes import codes_names, isin, per_name, shared_codes
 
 NODE_COLUMNS = ("win", "step", "lane", "cls", "start_ns", "end_ns", "base_ns", "chain", "head", "g_ns", "u_ns",
-                "label", "collective", "group", "scope", "pass")
+                "label", "collective", "group", "scope", "pass", "launch_lane")
 EDGE_COLUMNS = ("src", "dst", "lag_ns", "type")
 _CLASS = {"compute": "compute", "comm": "comm", "memcpy": "copy", "memset": "copy"}
 

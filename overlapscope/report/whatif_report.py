@@ -49,7 +49,8 @@ def whatif_lines(analysis: Analysis, top: int = 3) -> list[str]:
             lines.append(f"hiding {text} would save {_ms(r.saved_per_step_ns)} ms/step "
                          f"({_pct(r.saved_pct)}% of the critical path)")
     if not lines and len(w):
-        lines.append("hiding any one collective would save nothing: compute or a wait hides it on the critical path")
+        lines.append("hiding any one collective would save nothing: the critical path runs through compute, "
+                     "host launches and waits, not through communication")
     return lines[:top] + _instance_line(analysis)
 
 
