@@ -50,7 +50,7 @@ def test_record_then_pass_then_catch_a_slower_step(inner, monkeypatch):
     baseline = inner.path / "overlapscope_baselines" / "test_step.json"
     first = run(inner, "--overlapscope-update-baseline")
     first.assert_outcomes(passed=1)
-    first.stdout.fnmatch_lines(["*overlapscope*", f"*test_step: baseline written to {baseline}"])
+    first.stdout.fnmatch_lines(["*overlapscope*", f"*test_step: baseline written to {baseline} (1 run)"])
     doc = json.loads(baseline.read_text())
     assert doc["schema"] == "overlapscope.baseline/1" and len(doc["steps"]["step"]) == 6
     assert doc["run"]["device"] == "cpu"
@@ -69,6 +69,20 @@ def test_record_then_pass_then_catch_a_slower_step(inner, monkeypatch):
     slow.assert_outcomes(failed=1)
     slow.stdout.fnmatch_lines(["*step_time REGRESSED: +*", "*refresh with pytest --overlapscope-update-baseline*"])
     assert "exposed_comm REGRESSED" not in slow.stdout.str()
+
+
+def test_baseline_of_several_runs(inner):
+    baseline = inner.path / "overlapscope_baselines" / "test_step.json"
+    out = run(inner, "--overlapscope-baseline-runs", "2")
+    out.assert_outcomes(passed=1)
+    out.stdout.fnmatch_lines([f"*test_step: baseline written to {baseline} (2 runs)"])
+    doc = json.loads(baseline.read_text())
+    assert len(doc["runs"]) == 2 and doc["steps"]["run"] == [0] * 6 + [1] * 6
+    again = run(inner)  # pass or inconclusive: an unchanged step never fails
+    if again.ret != 0:
+        again = run(inner)
+    again.assert_outcomes(passed=1)
+    again.stdout.re_match_lines([r".*test_step: overlapscope check: (PASS|INCONCLUSIVE).*"])
 
 
 def test_missing_baseline_fails_and_says_how_to_record(inner):

@@ -42,32 +42,52 @@ def _is_baseline(path: Path) -> bool:
 
 
 @click.command("baseline")
-@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("runs", nargs=-1, required=True)
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="Baseline JSON to write (replaced atomically).")
+@click.option("--runs", "record", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Record N runs of the command after -- (through `overlapscope profile`, one after the other) "
+                   "and make the baseline from them.")
+@click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="With --runs: where the runs go (default: OUTPUT without .json, plus -runs/); must be empty.")
+@click.option("--steps", type=click.IntRange(min=1), default=8, show_default=True,
+              help="With --runs: steps recorded per run.")
+@click.option("--skip-first", type=click.IntRange(min=0), default=1, show_default=True,
+              help="With --runs: steps skipped before the warm-up step.")
 @run_options
-def baseline(runs: tuple[str, ...], output: str, options: RunOptions) -> None:
+def baseline(runs: tuple[str, ...], output: str, record: int | None, runs_dir: Path | None, steps: int,
+             skip_first: int, options: RunOptions) -> None:
     """Record per-step exposed communication, overlap and step time of RUN... as a baseline for `check`.
 
-    Several runs of one configuration make a baseline that knows the machine's run-to-run noise:
-    `check` then allows a change as large as one reference run strays from the others.
+    Several runs of one configuration make a baseline that knows the machine's run-to-run noise.
+    `baseline --runs N -o B.json -- CMD...` records the N runs itself (e.g. CMD = torchrun ... train.py).
     """
     from overlapscope.report import gate_baseline as gb
 
     try:
+        if record is not None:
+            from overlapscope.report.gate_record import record_runs
+
+            folder = runs_dir or Path(output).with_suffix("").with_name(Path(output).stem + "-runs")
+            paths = [str(p) for p in record_runs(list(runs), record, folder, steps=steps, skip_first=skip_first)]
+        else:
+            missing = [r for r in runs if not Path(r).exists()]
+            if missing:
+                raise OverlapscopeError("no such run (to record runs of a command: --runs N -- CMD...)", missing[0])
+            paths = list(runs)
         docs = []
-        for run in runs:
+        for run in paths:
             doc = run_document(run, options)
-            steps = gb.step_frame(doc)
-            if steps.empty or (steps["step"] < 0).all():
+            frame = gb.step_frame(doc)
+            if frame.empty or (frame["step"] < 0).all():
                 raise OverlapscopeError("no steps (no ProfilerStep#N or 'step N' ranges): a baseline needs per-step "
                                         "samples, profile several steps", run)
             docs.extend(gb.split_runs(doc))
         gb.save_baseline(gb.combine(docs), output)
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback (OVERLAPSCOPE_DEBUG=1 shows it)
         raise _usage_exit(_user_error(exc)) from None
-    click.echo(f"baseline: {output} ({len(docs)} run{'s' if len(docs) > 1 else ''}, {steps['rank'].nunique()} ranks, "
-               f"{steps['step'].nunique()} steps)")
+    click.echo(f"baseline: {output} ({len(docs)} run{'s' if len(docs) > 1 else ''}, {frame['rank'].nunique()} ranks, "
+               f"{frame['step'].nunique()} steps)")
 
 
 @click.command("check")
