@@ -102,13 +102,16 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, dim: int, heads: int, index: int) -> None:
+    """Pre-norm attention + feed-forward; `attn` / `mlp` replace the default parts (ring attention, MoE)."""
+
+    def __init__(self, dim: int, heads: int, index: int, attn: nn.Module | None = None,
+                 mlp: nn.Module | None = None) -> None:
         super().__init__()
         self.index = index
         self.norm1 = nn.LayerNorm(dim)
-        self.attn = Attention(dim, heads)
+        self.attn = attn or Attention(dim, heads)
         self.norm2 = nn.LayerNorm(dim)
-        self.mlp = MLP(dim)
+        self.mlp = mlp or MLP(dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         with label(f"layer{self.index}"):
@@ -117,21 +120,26 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
-    """Embedding, blocks, head; `first`/`last` select a pipeline stage's share (both True: the whole model)."""
+    """Embedding, blocks, head; `first`/`last` select a pipeline stage's share (both True: the whole model).
+    make_block(i) builds block i (default: the attention + MLP Block); inputs start at sequence position
+    `pos_offset` (a context-parallel rank's chunk)."""
 
     def __init__(self, args: argparse.Namespace, block_ids: list[int] | None = None,
-                 first: bool = True, last: bool = True) -> None:
+                 first: bool = True, last: bool = True,
+                 make_block: Callable[[int], nn.Module] | None = None, pos_offset: int = 0) -> None:
         super().__init__()
         ids = list(range(args.layers)) if block_ids is None else block_ids
+        make_block = make_block or (lambda i: Block(args.dim, args.heads, i))
+        self.pos_offset = pos_offset
         self.tok = nn.Embedding(args.vocab, args.dim) if first else None
         self.pos = nn.Parameter(torch.randn(args.seq, args.dim) * 0.02) if first else None
-        self.layers = nn.ModuleDict({str(i): Block(args.dim, args.heads, i) for i in ids})
+        self.layers = nn.ModuleDict({str(i): make_block(i) for i in ids})
         self.norm = nn.LayerNorm(args.dim) if last else None
         self.head = nn.Linear(args.dim, args.vocab, bias=False) if last else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.tok is not None:
-            x = self.tok(x) + self.pos[: x.shape[1]]
+            x = self.tok(x) + self.pos[self.pos_offset: self.pos_offset + x.shape[1]]
         for block in self.layers.values():
             x = block(x)
         if self.head is not None:
@@ -169,18 +177,33 @@ def optimizer(params: Iterable[nn.Parameter], args: argparse.Namespace) -> torch
 
 
 def standard_iteration(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor,
-                       y: torch.Tensor) -> Callable[[int], float]:
-    """forward, backward, optimizer: the iteration of DDP, FSDP2, TP and FSDP2+TP."""
+                       y: torch.Tensor, replicated: list[nn.Parameter] | None = None) -> Callable[[int], float]:
+    """forward, backward, optimizer: the iteration of DDP, FSDP2, TP and FSDP2+TP. `replicated`:
+    parameters every rank holds a copy of while computing on its own data (MoE's dense weights, a
+    context-parallel replica); their gradients are averaged in one all-reduce before the optimizer."""
     def run(i: int) -> float:
         opt.zero_grad(set_to_none=True)
         with label("forward"):
             loss = loss_fn(model(x), y)
         with label("backward"):
             loss.backward()
+        if replicated:
+            average_gradients(replicated)
         with label("optimizer"):
             opt.step()
         return float(loss.detach().full_tensor() if hasattr(loss, "full_tensor") else loss.detach())
     return run
+
+
+def average_gradients(params: list[nn.Parameter]) -> None:
+    """Average the gradients of replicated parameters over the ranks: one flat all-reduce."""
+    with label("grad_all_reduce"):
+        grads = [p.grad for p in params if p.grad is not None]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)
+        flat /= dist.get_world_size()
+        for g, part in zip(grads, flat.split([g.numel() for g in grads])):
+            g.copy_(part.view_as(g))
 
 
 def train(args: argparse.Namespace, ctx: Context, iteration: Callable[[int], float | None],
@@ -206,4 +229,4 @@ def train(args: argparse.Namespace, ctx: Context, iteration: Callable[[int], flo
 
 
 __all__ = ["Context", "parser", "setup", "teardown", "build", "batch", "loss_fn", "optimizer",
-           "standard_iteration", "train", "set_layout", "label"]
+           "standard_iteration", "average_gradients", "train", "set_layout", "label"]

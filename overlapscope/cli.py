@@ -1,4 +1,4 @@
-"""The `overlapscope` command: profile | analyze | baseline | check | dashboard | export."""
+"""The `overlapscope` command: profile | analyze | baseline | check | report | dashboard | export."""
 from __future__ import annotations
 
 import functools
@@ -10,7 +10,7 @@ from typing import Callable
 import click
 
 from . import __version__
-from .errors import OverlapscopeError
+from .errors import OverlapscopeError, ReadBug
 from .pipeline.options import RunOptions, run_options
 
 EXIT_UNUSABLE = 2
@@ -36,6 +36,9 @@ def one_line_errors(func: Callable) -> Callable:
             fail("out of memory while reading the run (try fewer ranks at once)")
         except KeyboardInterrupt:
             fail("interrupted")
+        except ReadBug as exc:
+            fail(f"internal error while reading {exc.path}, please report it with OVERLAPSCOPE_DEBUG=1 output: "
+                 f"{exc.detail}")
         except Exception as exc:  # noqa: BLE001 - a bug must still not print a number or a traceback
             if os.environ.get("OVERLAPSCOPE_DEBUG"):
                 raise
@@ -103,6 +106,7 @@ def _register_optional_commands() -> None:
     for module, names in (
         ("overlapscope.capture.cli", ("profile",)),
         ("overlapscope.report.gate_cli", ("baseline", "check")),
+        ("overlapscope.report.html_cli", ("report",)),
         ("overlapscope.dashboard.cli", ("dashboard", "export")),
     ):
         try:

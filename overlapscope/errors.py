@@ -9,8 +9,21 @@ class OverlapscopeError(ValueError):
 
     def __init__(self, message: str, path: str | Path | None = None) -> None:
         self.path = str(path) if path is not None else None
+        message = " ".join(message.splitlines())  # one line, whatever a library put in it
         super().__init__(f"{self.path}: {message}" if self.path else message)
 
 
 class TraceError(OverlapscopeError):
     """A trace file that cannot be read or does not mean what a trace must mean."""
+
+
+class ReadBug(Exception):
+    """A bug met while reading one file: not the user's error, but the report still names the file."""
+
+    def __init__(self, path: str | Path, detail: str) -> None:
+        self.path = str(path)
+        self.detail = detail
+        super().__init__(path, detail)
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.detail}"

@@ -21,7 +21,7 @@ OPTIONS = {"step_pattern": "x", "comm_patterns": []}
 
 
 def trace(n_steps: int = 2, gemm_ns: int = 30_000) -> KinetoTrace:
-    t = KinetoTrace(rank=3, base_ns=1_711_964_646_000_000_000)
+    t = KinetoTrace(rank=3, world_size=4, base_ns=1_711_964_646_000_000_000)
     for s in range(n_steps):
         o = s * 100_000
         t.step(s, o, o + 100_000)

@@ -400,6 +400,15 @@ def test_ci_examples_use_real_check_and_baseline_options(tmp_path, monkeypatch):
                         cmd.make_context(sub, args)  # raises on an unknown option or a bad value
                         seen.add((name, sub))
     assert seen == {(n, s) for n in ("github-actions.yml", "gitlab-ci.yml") for s in ("check", "baseline")}
+    # the HTML report is written by check and kept as an artifact
+    gh = yaml.safe_load((examples / "github-actions.yml").read_text())
+    upload = next(s for s in gh["jobs"]["exposed-communication"]["steps"] if s.get("uses", "").startswith(
+        "actions/upload-artifact"))
+    assert "overlapscope-report.html" in upload["with"]["path"].split()
+    gl = yaml.safe_load((examples / "gitlab-ci.yml").read_text())["overlapscope"]
+    assert "overlapscope-report.html" in gl["artifacts"]["paths"]
+    assert all("--html overlapscope-report.html" in (examples / n).read_text() for n in ("github-actions.yml",
+                                                                                       "gitlab-ci.yml"))
 
 
 # --- baselines of several runs ----------------------------------------------------------------

@@ -6,6 +6,8 @@ import pandas as pd
 
 from ..core.table import RankTrace, Run
 from .bounds import bound_totals, overlap_bounds
+from . import all_to_all as a2a
+from .ring import ring_attention_part, ring_steps
 from .breakdown import exposed_by_key_and_step, launch_scopes
 from .costmodel import CostConfig
 from ..core.codes import as_str, isin
@@ -46,16 +48,20 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     out = {"windows": windows, "steps": overlap, "comm_on_compute": comm_on_compute_lanes(ev),
            "graph": rank_graph(ev, windows, trace.meta.get("stream_waits"))}
     key_steps = []
+    scopes = launch_scopes(ev, comm_rows)
     for column, keys in (
         ("collective", as_str(ev["collective"])),
         ("group", as_str(ev["group"])),
-        ("scope", launch_scopes(ev, comm_rows)),
+        ("scope", scopes),
     ):
         out[f"by_{column}"], per_step = exposed_by_key_and_step(ev, windows, keys, column, sets=sets)
         key_steps.append(per_step.rename(columns={column: "key"}).assign(section=f"by_{column}"))
     out["by_key_steps"] = pd.concat(key_steps, ignore_index=True)[
         ["step", "section", "key", "count", "comm_ns", "exposed_comm_ns"]]
     out["cross_rank"] = rank_parts(ev, windows, sets=sets)
+    # expert / context parallelism: all-to-all split bytes and ring-step attention (small frames)
+    out["all_to_all_rows"] = a2a.all_to_all_rows(ev, scopes)
+    out["ring_parts"] = ring_attention_part(ev, windows, scopes, sets=sets)
     return out
 
 
@@ -77,8 +83,11 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]], *, cost: CostConf
     for trace, sec in zip(run.ranks, sections):
         diagnoses += diagnose_streams(trace.rank, sec["comm_on_compute"])
     cross = cross_rank_sections(run, [sec["cross_rank"] for sec in sections])
+    by_key_steps = stacked("by_key_steps")
+    instances, traffic = a2a.all_to_all_traffic(cross["collectives"], stacked("all_to_all_rows"),
+                                                cross["clock_offsets_ns"], group_ranks(run))
     classes = comm_classes(run)
-    cross["diagnoses"] = classes.notes + diagnoses + cross["diagnoses"]
+    cross["diagnoses"] = classes.notes + diagnoses + cross["diagnoses"] + a2a.diagnose(instances)
     hiding = whatif_sections(run, [sec["graph"] for sec in sections], [sec["windows"] for sec in sections], cross,
                              cost or CostConfig())
     critical = hiding.pop("critical_comm")
@@ -91,13 +100,28 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]], *, cost: CostConf
         by_collective=stacked("by_collective"),
         by_group=stacked("by_group"),
         by_scope=stacked("by_scope"),
-        by_key_steps=stacked("by_key_steps"),
+        by_key_steps=by_key_steps,
         comm_families=classes.families, comm_candidates=classes.candidates,
         collective_conflicts=classes.conflicts,
         overlap_bounds=bound_totals(per_step),
+        all_to_all=instances,
+        all_to_all_traffic=traffic,
+        moe_layers=a2a.moe_exposure(by_key_steps),
+        ring_steps=ring_steps(by_key_steps, stacked("ring_parts")),
         **cross,
         **hiding,
     )
+
+
+def group_ranks(run: Run) -> dict[str, list[int]]:
+    """Process group name -> its ranks in group order, from the traces' pg_config."""
+    out: dict[str, list[int]] = {}
+    for trace in run.ranks:
+        for pg in trace.meta.get("pg_config") or []:
+            ranks = pg.get("ranks") if isinstance(pg, dict) else None
+            if pg.get("pg_name") is not None and isinstance(ranks, list) and all(isinstance(r, int) for r in ranks):
+                out[str(pg["pg_name"])] = ranks
+    return out
 
 
 def run_identity(run: Run) -> dict:

@@ -165,13 +165,20 @@ def _match_by_seq_or_order(comm: pd.DataFrame, key: str, sub: pd.DataFrame, pend
         comm.loc[sub.index[~dup], "match"] = "seq"
         return
     counts = sub.groupby("rank").size()
-    nbytes = sub["bytes"].where(sub["bytes"] >= 0)
+    nbytes = pd.Series(_comparable_bytes(sub), index=sub.index)
+    nbytes = nbytes.where(nbytes >= 0)
     sizes_agree = bool((nbytes.groupby(sub["pos"]).nunique() <= 1).all())
     if counts.nunique() == 1 and sizes_agree:
         comm.loc[sub.index, "label"] = sub["pos"].to_numpy()
         comm.loc[sub.index, "match"] = "order"
     else:
         pending.append(key)
+
+
+def _comparable_bytes(rows: pd.DataFrame) -> np.ndarray:
+    """Sizes that must agree across the ranks of one collective; -1 (unknown) for all-to-alls, whose
+    input sizes differ per rank by design (all_to_allv: each rank sends what its tokens need)."""
+    return np.where(rows["collective"].to_numpy(object) == "all_to_all", -1, rows["bytes"].to_numpy(np.int64))
 
 
 def _instances(comm: pd.DataFrame) -> pd.DataFrame:
@@ -211,7 +218,7 @@ def _match_by_time(comm: pd.DataFrame, key: str, offsets: Mapping[int, int], con
     a_off = offsets.get(ref, 0)
     a_s, a_e = a["start_ns"].to_numpy() + a_off, a["end_ns"].to_numpy() + a_off
     order = np.argsort(a_e, kind="stable")
-    a_idx, a_s, a_e, a_b = a.index.to_numpy()[order], a_s[order], a_e[order], a["bytes"].to_numpy()[order]
+    a_idx, a_s, a_e, a_b = a.index.to_numpy()[order], a_s[order], a_e[order], _comparable_bytes(a)[order]
     a_pos = a["pos"].to_numpy()[order]
     partnered = np.zeros(a_idx.size, dtype=bool)
     for r, b in sub[sub["rank"] != ref].groupby("rank"):
@@ -225,7 +232,7 @@ def _match_by_time(comm: pd.DataFrame, key: str, offsets: Mapping[int, int], con
                          np.minimum(a_e[j] - a_s[j], b_e - b_s))
         close = np.abs(a_e[j] - b_e) <= tol
         together = np.maximum(a_s[j], b_s) <= np.minimum(a_e[j], b_e)
-        b_bytes = b["bytes"].to_numpy()
+        b_bytes = _comparable_bytes(b)
         same_size = (a_b[j] < 0) | (b_bytes < 0) | (a_b[j] == b_bytes)
         ok = mutual & close & together & same_size
         idx = b.index.to_numpy()

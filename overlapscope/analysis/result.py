@@ -53,6 +53,17 @@ class Analysis:
     """rank, step, bubble_ns, bubble_pct, theory_pct, schedule, stages, microbatches."""
     pipeline_spans: pd.DataFrame = field(default_factory=pd.DataFrame)
     """rank, step, stage, action (F/B/I/W), microbatch, start_ns, end_ns: the Gantt view of a pipeline."""
+    all_to_all: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per all-to-all instance: instance, group, seq, step, scope, ranks, bytes, max_received_bytes,
+    mean_received_bytes, imbalance (max/mean received), hot_rank, waited_for_rank, max_wait_ns, missing."""
+    all_to_all_traffic: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """instance, step, src, dst, bytes: the traffic matrix of every all-to-all with known splits."""
+    moe_layers: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """rank, step, layer, microbatch, phase (dispatch|combine), pass (forward|backward), count, comm_ns,
+    exposed_comm_ns: the comm launched under the MoE labels `moe:L<l>:mb<m>:<phase>[:bwd]`."""
+    ring_steps: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """rank, step, layer, ring_step, pass, count, comm_ns, exposed_comm_ns, hidden_ns, attn_ns,
+    hidden_by_attn_ns: ring-attention p2p per ring step (labels `ring:L<l>:step<k>[:bwd]`)."""
     comm_families: pd.DataFrame = field(default_factory=pd.DataFrame)
     """rule, kernels, example, count, device_ns, device_pct: which rule made which device work comm
     (library rule, user rule or launch context) and its share of the run's device time."""

@@ -4,7 +4,9 @@ One row per interval, one table per rank (columns and meanings in DESIGN.md, "Th
 Two columns beyond DESIGN.md's list make launches format-neutral: `launch_ns` and `launch_lane` say
 when and on which CPU thread a device event was launched (for CPU events they repeat `start_ns` and
 `lane`), so analyzers can tie GPU work to the annotation that launched it without knowing whether
-the link was a Kineto correlation id or an nsys (correlationId, pid) pair.
+the link was a Kineto correlation id or an nsys (correlationId, pid) pair. Two more carry an
+all-to-all's traffic per peer: `send_split_bytes` / `recv_split_bytes`, bytes to / from each group
+member in group order joined by commas ("" unknown; see ingest/splits.py).
 """
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ COLUMNS: dict[str, str] = {
     "correlation": "int64",
     "launch_ns": "int64",
     "launch_lane": "category",
+    "send_split_bytes": "category",
+    "recv_split_bytes": "category",
 }
 
 
@@ -43,12 +47,14 @@ def make_table(rank: int, **columns: Any) -> pd.DataFrame:
     """Build a rank's event table from column arrays; missing optional columns get their defaults.
 
     Required: lane, kind, name, start_ns, end_ns. Defaults: collective "", bytes -1, group "",
-    seq -1, step -1, correlation -1, launch_ns = start_ns, launch_lane = lane.
+    seq -1, step -1, correlation -1, launch_ns = start_ns, launch_lane = lane, send_split_bytes and
+    recv_split_bytes "".
     """
     n = len(columns["start_ns"])
     start = np.asarray(columns["start_ns"], dtype=np.int64)
     defaults = {
         "collective": "", "bytes": -1, "group": "", "seq": -1, "step": -1, "correlation": -1,
+        "send_split_bytes": "", "recv_split_bytes": "",
     }
     data: dict[str, Any] = {"rank": np.full(n, rank, dtype=np.int32)}
     for col, dtype in COLUMNS.items():

@@ -7,6 +7,7 @@ interval and factorize helpers). Caching, process pools and Dask live above it, 
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -14,9 +15,9 @@ from typing import Callable
 import orjson
 
 from ..core.table import RankTrace, Run
-from ..errors import OverlapscopeError, TraceError
+from ..errors import OverlapscopeError, ReadBug, TraceError
 from .kineto import read_kineto
-from .steps import DEFAULT_STEP_PATTERN
+from .steps import DEFAULT_STEP_PATTERN, step_regex
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +56,27 @@ class ReadOptions:
     comm_patterns: tuple[str, ...] = ()
     """Extra kernel-name patterns that count as communication."""
 
+    def __post_init__(self) -> None:
+        step_regex(self.step_pattern)  # a bad --step-pattern is named before any file is read
+
     def cache_key(self) -> dict:
         """The options that change a reader's output, as a cache key part."""
         return {"step_pattern": self.step_pattern, "comm_patterns": list(self.comm_patterns)}
 
 
 def read_job(paths: list[Path], options: ReadOptions) -> list[RankTrace]:
-    """The ranks in one job's trace files (see `plan_jobs`)."""
-    return READERS[_suffix(paths[0])](paths, options.step_pattern, options.comm_patterns)
+    """The ranks in one job's trace files (see `plan_jobs`).
+
+    A bug (any error that is not the input's fault) is reported with the file it was reading."""
+    try:
+        return READERS[_suffix(paths[0])](paths, options.step_pattern, options.comm_patterns)
+    except (OverlapscopeError, MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001 - re-raised with the file named
+        if os.environ.get("OVERLAPSCOPE_DEBUG"):
+            raise
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise ReadBug(paths[0] if len(paths) == 1 else paths[0].parent, f"{type(exc).__name__}: {first}") from exc
 
 
 def cacheable(paths: list[Path]) -> bool:

@@ -17,15 +17,16 @@ import pandas as pd
 
 from ..errors import TraceError
 from ..core.intervals import innermost_containing
-from . import classify
+from . import classify, splits
 from ..core.coded import Coded
 from .classify import classify_kernels
 from .comm_context import collective_conflicts, decide, launch_context
 from .comm_rules import CommRule, is_comm_op, rule_set
 from .comm_summary import summarize
-from .kineto_parse import UNSET, Columns, columns_of_document, no_gc, read_columns
+from .kineto_checks import EventChecks, checked_events, checked_top
+from .kineto_parse import Columns, columns_of_document, no_gc, read_columns
 from .kineto_parse import load_document, read_bytes  # noqa: F401 - re-exported: they lived here before
-from .steps import DEFAULT_STEP_PATTERN, step_ranges, steps_at
+from .steps import DEFAULT_STEP_PATTERN, step_ranges, step_regex, steps_at
 from ..core.table import RankTrace, coded_categorical, make_table
 
 log = logging.getLogger(__name__)
@@ -42,21 +43,6 @@ DTYPE_BYTES = {
 _WAIT_PREFIXES = ("c10d::", "_c10d_functional::", "record_param_comms", "gloo:", "FSDP::all_gather (")
 _WAIT_SUFFIX = re.compile(r"^FSDP::\w*_wait\b")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
-
-
-def us_to_ns(values: list[Any]) -> np.ndarray:
-    """Kineto µs (int, or float with ns in three decimals) to exact int64 ns.
-
-    Multiplying epoch µs by 1000 in float64 loses up to 256 ns; split off the integer µs first.
-    """
-    arr = np.asarray(values)
-    if arr.size == 0:
-        return np.empty(0, np.int64)
-    if arr.dtype.kind in "iu":
-        return arr.astype(np.int64) * 1000
-    arr = arr.astype(np.float64)
-    whole = np.floor(arr)
-    return whole.astype(np.int64) * 1000 + np.rint((arr - whole) * 1000.0).astype(np.int64)
 
 
 def rank_of(doc: dict[str, Any], path: Path) -> tuple[int | None, str]:
@@ -78,19 +64,11 @@ def read_kineto(path: str | Path, *, step_pattern: str = DEFAULT_STEP_PATTERN,
 
 def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: dict[str, Any] | None) -> RankTrace:
     cols = read_columns(path) if doc is None else columns_of_document(doc)
-    top = cols.top
-    rank, rank_from = rank_of(top, path)
-    info = top["distributedInfo"] if isinstance(top["distributedInfo"], dict) else {}
-    base_ns = int(top["baseTimeNanoseconds"] or 0)
-
-    if UNSET in cols.ts:
-        raise TraceError("event without a numeric ts/dur ('ts')", path)
-    try:
-        start = us_to_ns(cols.ts) + base_ns
-        dur = us_to_ns(cols.dur)
-    except (TypeError, ValueError) as exc:
-        raise TraceError(f"event without a numeric ts/dur ({exc})", path) from None
-    end = start + np.maximum(dur, 0)
+    # Every field used below is checked first (kineto_checks); unusable events are dropped, counted.
+    info, base_ns, device_props = checked_top(cols.top, path)
+    rank, rank_from = rank_of({"distributedInfo": info}, path)
+    cols, start, dur, drops, checks = checked_events(cols, path, base_ns, DEVICE_CATS, LAUNCH_CATS)
+    end = start + dur
 
     # Categories and names repeat: factorize once, decide per distinct value, map back by code.
     cats = cols.cat
@@ -98,17 +76,18 @@ def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: di
     is_launch = cats.isin(LAUNCH_CATS)
     is_cpu = cats.isin(CPU_CATS)
     if not (is_device.any() or is_cpu.any()):
-        raise TraceError("no device or CPU activity (no kernels, memcpy or CPU ops)", path)
+        raise TraceError("no device or CPU activity (no kernels, memcpy or CPU ops"
+                         + (f"; {drops.summary()})" if drops.count else ")"), path)
 
     names = cols.name
     # step_ranges keeps only rows whose name fully matches the pattern: hand it just those.
-    rx = re.compile(step_pattern, re.IGNORECASE)
+    rx = step_regex(step_pattern)
     step_rows = is_cpu & names.map(lambda n: bool(rx.fullmatch(n)), bool)
-    steps = step_ranges(names.values(step_rows), start[step_rows], end[step_rows], step_pattern)
+    steps = step_ranges(names.values(step_rows), start[step_rows], end[step_rows], step_pattern, str(path))
     comm_meta: dict[str, Any] = {}
     if is_device.any():
         parts, comm_meta = _gpu_events(cols, cats, names, start, end, is_device, is_launch, is_cpu,
-                                       rule_set(comm_patterns))
+                                       rule_set(comm_patterns), checks)
     else:
         parts = _cpu_events(cols, cats, names, start, end, is_cpu)
     parts["step"] = steps_at(parts["launch_ns"], steps)
@@ -118,8 +97,11 @@ def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: di
     waits = _stream_waits(cols, cats, names, is_device)
     if waits:
         meta["stream_waits"] = waits
-    if isinstance(top["deviceProperties"], list) and top["deviceProperties"]:
-        meta["device_name"] = top["deviceProperties"][0].get("name")
+    if device_props:
+        meta["device_name"] = device_props[0].get("name")
+    if drops.count:
+        meta["dropped_events"] = drops.as_dict()
+        drops.warn(path)  # only once the trace is known to be usable: an error stays one line
     return RankTrace(
         rank=-1 if rank is None else rank, events=events, steps=steps, source=str(path),
         device="gpu" if is_device.any() else "cpu", rank_from=rank_from,
@@ -138,7 +120,7 @@ def _joined(*parts: tuple[np.ndarray, np.ndarray]) -> pd.Categorical:
 
 
 def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device, is_launch, is_cpu,
-                rules: tuple[CommRule, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+                rules: tuple[CommRule, ...], checks: EventChecks) -> tuple[dict[str, Any], dict[str, Any]]:
     dev = np.flatnonzero(is_device)
     cpu = np.flatnonzero(is_cpu)
     dev_l = dev.tolist()
@@ -146,13 +128,14 @@ def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device,
     dev_kind = cats.map(lambda c: DEVICE_CATS[c], object, dev)
     is_kernel = dev_kind == "kernel"
     streams = cols.arg(dev_l, "stream", None)
+    checks.optional(streams, dev_l, "args.stream", frozenset({int, str}), "a stream id")
     dev_lane = Coded.of([f"stream:{s}" if s is not None else "stream:" + t
                          for s, t in zip(streams, cols.tid.values(dev).tolist())])
-    corr = np.array(cols.arg(dev_l, "correlation", -1), dtype=np.int64)
+    corr = checks.ids(cols.arg(dev_l, "correlation", -1), dev_l, "args.correlation")
 
     # Launch of each device event: the runtime/driver call with the same correlation id.
     lau = np.flatnonzero(is_launch)
-    lau_corr = np.array(cols.arg(lau.tolist(), "correlation", -1), dtype=np.int64)
+    lau_corr = checks.ids(cols.arg(lau.tolist(), "correlation", -1), lau, "args.correlation")
     order = np.argsort(lau_corr, kind="stable")
     lau_corr, lau = lau_corr[order], lau[order]
     pos = np.clip(np.searchsorted(lau_corr, corr), 0, max(lau.size - 1, 0))
@@ -177,9 +160,11 @@ def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device,
     nbytes = np.full(dev.size, -1, dtype=np.int64)
     group = np.full(dev.size, "", dtype=object)
     seq = np.full(dev.size, -1, dtype=np.int64)
+    send_split = np.full(dev.size, "", dtype=object)
+    recv_split = np.full(dev.size, "", dtype=object)
     is_copy = np.isin(verdict.kind, ("memcpy", "memset")) | (is_comm & ~is_kernel)
     copies = np.flatnonzero(is_copy)
-    nbytes[copies] = [b if isinstance(b, int) else -1 for b in cols.arg(dev[copies].tolist(), "bytes", -1)]
+    nbytes[copies] = checks.ids(cols.arg(dev[copies].tolist(), "bytes", -1), dev[copies], "args.bytes")
     comm_idx = np.flatnonzero(is_comm)
     if comm_idx.size:
         args = [cols.args_dict(i) for i in dev[comm_idx].tolist()]
@@ -192,6 +177,7 @@ def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device,
             for j, h in enumerate(hit):
                 if h >= 0 and "Collective name" not in args[j]:
                     args[j] = cols.args_dict(int(rpc[h]))
+        checks.comm_args(args, dev[comm_idx])
         for j, a in enumerate(args):
             k = comm_idx[j]
             if not verdict.op_collective[k]:
@@ -204,6 +190,8 @@ def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device,
             group[k] = str(pg) if pg is not None else ""
             s = a.get("Seq", a.get("seq"))
             seq[k] = int(s) if isinstance(s, int) else -1
+            if collective[k] == "all_to_all":
+                send_split[k], recv_split[k] = splits.from_param_comms(a, DTYPE_BYTES)
 
     dev_names = names.values(dev)
     comm_meta = {"comm_classification": {
@@ -230,6 +218,8 @@ def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device,
         "correlation": np.concatenate([corr, np.full(cpu.size, -1, np.int64)]),
         "launch_ns": np.concatenate([launch_ns, start[cpu]]),
         "launch_lane": coded_categorical(np.concatenate([launch_code, threads.codes[cpu]]), launch_labels),
+        "send_split_bytes": _joined(Coded.of(send_split).parts(), no_value),
+        "recv_split_bytes": _joined(Coded.of(recv_split).parts(), no_value),
     }, comm_meta
 
 
@@ -288,10 +278,16 @@ def _cpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_cpu) ->
     lane = cols.tid.relabel("thread:{}".format).values(cpu)
     launch_ns, launch_lane = s.copy(), lane.copy()
     collective = np.where(comm, names.map_many(classify.collectives_of, cpu), "").astype(object)
-    _link_worker_transfers(comm & on_worker, ~on_worker & is_enqueue, name, s, lane, launch_ns, launch_lane,
-                           collective)
+    worker, enqueue = _link_worker_transfers(comm & on_worker, ~on_worker & is_enqueue, name, s, lane, launch_ns,
+                                             launch_lane, collective)
+    send_split = np.full(cpu.size, "", dtype=object)
+    recv_split = np.full(cpu.size, "", dtype=object)
+    a2a = name[enqueue] == "c10d::alltoall_base_" if enqueue.size else np.zeros(0, bool)
+    for w, q in zip(worker[a2a].tolist(), enqueue[a2a].tolist()):
+        send_split[w], recv_split[w] = splits.from_alltoall_base(cols.args_dict(int(cpu[q])), DTYPE_BYTES)
     return {"lane": lane, "kind": kind, "name": name, "start_ns": s, "end_ns": e,
-            "collective": collective, "launch_ns": launch_ns, "launch_lane": launch_lane}
+            "collective": collective, "launch_ns": launch_ns, "launch_lane": launch_lane,
+            "send_split_bytes": send_split, "recv_split_bytes": recv_split}
 
 
 def _encloses(tid: np.ndarray, s: np.ndarray, e: np.ndarray, is_wait: np.ndarray) -> np.ndarray:
@@ -316,16 +312,18 @@ def _encloses(tid: np.ndarray, s: np.ndarray, e: np.ndarray, is_wait: np.ndarray
 
 
 def _link_worker_transfers(worker: np.ndarray, enqueue: np.ndarray, name, s, lane, launch_ns, launch_lane,
-                           collective) -> None:
+                           collective) -> tuple[np.ndarray, np.ndarray]:
     """Tie each gloo transfer on a runloop worker to the c10d op that enqueued it on the main thread.
 
     gloo runs its work queue in FIFO order, so the k-th transfer to start is the k-th enqueue. The
     enqueue names the collective the user asked for (FSDP2's reduce-scatter runs as gloo:all_reduce).
+    Returns the linked (transfer, enqueue) positions.
     """
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     w = np.flatnonzero(worker)
     enq = np.flatnonzero(enqueue)
     if w.size == 0 or enq.size == 0:
-        return
+        return none
     enq_coll = classify.collectives_of(list(name[enq]))
     enq = enq[enq_coll != ""]
     enq_coll = enq_coll[enq_coll != ""]
@@ -337,7 +335,7 @@ def _link_worker_transfers(worker: np.ndarray, enqueue: np.ndarray, name, s, lan
     w = w[skip:]
     n = min(w.size, enq.size)
     if n == 0:
-        return
+        return none
     w, enq, enq_coll = w[:n], enq[:n], enq_coll[:n]
     consistent = s[enq] <= s[w]
     if not consistent.all():
@@ -347,3 +345,4 @@ def _link_worker_transfers(worker: np.ndarray, enqueue: np.ndarray, name, s, lan
     launch_ns[w] = s[enq]
     launch_lane[w] = lane[enq]
     collective[w] = enq_coll
+    return w, enq

@@ -38,8 +38,13 @@ ARG_KEYS = {
     "stream": "stream", "correlation": "correlation", "Collective name": "collective_name",
     "dtype": "dtype", "In msg nelems": "in_nelems", "Out msg nelems": "out_nelems",
     "Process Group Name": "pg_name", "Seq": "seq_upper", "seq": "seq", "bytes": "bytes",
+    "In split size": "in_split", "Out split size": "out_split", "Group size": "group_size",
+    "Concrete Inputs": "concrete_inputs", "Input Dims": "input_dims", "Input type": "input_type",
     "wait_on_stream": "wait_on_stream", "wait_on_cuda_event_record_corr_id": "wait_record_corr",
 }
+# Recorded on every op of a record_shapes trace but read for a few (c10d::alltoall_base_): kept as
+# raw JSON, decoded on use (args_dict), so the typed decode does not build them for every op.
+RAW_ARGS = frozenset({"concrete_inputs", "input_dims", "input_type"})
 
 
 class _Args(msgspec.Struct, gc=False):
@@ -55,6 +60,12 @@ class _Args(msgspec.Struct, gc=False):
     seq_upper: Any = msgspec.field(default=UNSET, name="Seq")
     seq: Any = UNSET
     bytes: Any = UNSET
+    in_split: Any = msgspec.field(default=UNSET, name="In split size")
+    out_split: Any = msgspec.field(default=UNSET, name="Out split size")
+    group_size: Any = msgspec.field(default=UNSET, name="Group size")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=UNSET, name="Concrete Inputs")
+    input_dims: msgspec.Raw = msgspec.field(default=UNSET, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=UNSET, name="Input type")
     # cuda_sync "Stream Wait Event" (libkineto CuptiActivity.cpp, eventSyncInfo): the stream waited on
     # and the correlation id of the cudaEventRecord whose event it waits for
     wait_on_stream: Any = UNSET
@@ -72,7 +83,7 @@ class _Event(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
     name: str = ""
     tid: int | str | None = None
     ts: Any = UNSET
-    dur: Any = 0
+    dur: Any = UNSET
     args: _Args | None = None
 
 
@@ -143,7 +154,8 @@ class Columns:
             return {}
         if isinstance(a, dict):
             return a
-        return {key: v for key, attr in ARG_KEYS.items() if (v := getattr(a, attr)) is not UNSET}
+        return {key: msgspec.json.decode(v) if attr in RAW_ARGS else v
+                for key, attr in ARG_KEYS.items() if (v := getattr(a, attr)) is not UNSET}
 
 
 @contextlib.contextmanager
@@ -222,8 +234,8 @@ def read_columns(path: Path) -> Columns:
 def _typed_columns(raw: bytes) -> Columns | None:
     try:
         doc = _DECODER.decode(raw)
-    except msgspec.MsgspecError:
-        return None  # malformed, or outside the typed schema: the generic path decides
+    except (msgspec.MsgspecError, RecursionError):
+        return None  # malformed, too deep, or outside the typed schema: the generic path decides
     xs = [e for e in doc.traceEvents if e.__class__ is _Event]
     ts = [e.ts for e in xs]
     if UNSET in ts:
@@ -245,5 +257,5 @@ def columns_of_document(doc: dict[str, Any]) -> Columns:
         cat=Coded.of([c if isinstance(c := e.get("cat", ""), str) else "" for e in xs]),
         name=Coded.of([str(e.get("name", "")) for e in xs]),
         tid=Coded.of([str(e.get("tid")) for e in xs]), ts=[e["ts"] if "ts" in e else UNSET for e in xs],
-        dur=[e.get("dur", 0) for e in xs], args=[e.get("args") or None for e in xs],
+        dur=[e.get("dur", UNSET) for e in xs], args=[e.get("args") or None for e in xs],
         top={k: doc.get(k) for k in ("distributedInfo", "baseTimeNanoseconds", "deviceProperties")})

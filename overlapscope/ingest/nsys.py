@@ -23,6 +23,7 @@ from overlapscope.ingest.classify import classify_kernels
 from overlapscope.ingest.comm_context import collective_conflicts, decide, launch_context
 from overlapscope.ingest.comm_rules import CommRule, is_comm_op, rule_set
 from overlapscope.ingest.comm_summary import summarize
+from overlapscope.ingest.nsys_checks import check_export, check_string_ids
 from overlapscope.ingest.nsys_nvtx import NvtxRanges, attach_nccl, read_nvtx
 from overlapscope.ingest.steps import DEFAULT_STEP_PATTERN, step_ranges, steps_at
 from overlapscope.core.table import RankTrace, make_table
@@ -102,17 +103,22 @@ def _read_export(path: Path, *, source: Path, step_pattern: str, comm_patterns: 
                 what = "no tables" if not schema.columns else f"no {KERNEL} table"
                 raise TraceError(f"not an nsys export with CUDA kernels ({what}); profile with `nsys profile "
                                  "--trace=cuda,nvtx` and export with `nsys export --type sqlite`", source)
+            drops = check_export(conn, schema, (KERNEL, MEMCPY, MEMSET, SYNC), source)
             info = S.export_info(conn, schema)
             rules = rule_set(comm_patterns)
             dev = _read_device(conn, schema, source, rules)
             if dev["start"].size == 0 or not dev["gpu"].any():
-                raise TraceError("no GPU activity (no kernels, memcpy or memset rows)", source)
+                raise TraceError("no GPU activity (no kernels, memcpy or memset rows"
+                                 + (f"; {drops.summary()})" if drops.count else ")"), source)
             keys = np.unique(dev["key"][dev["gpu"]])
             nvtx = read_nvtx(conn, schema, keys.tolist())
             threads = S.thread_names(conn, schema, keys)
             procs = S.process_names(conn, schema)
     finally:
         conn.close()
+    drops.warn(source)
+    if drops.count:
+        info = {**info, "dropped_events": drops.as_dict()}
     out = []
     offset = info["offset_ns"]
     for key in keys.tolist():
@@ -141,10 +147,12 @@ def _device_select(schema: S.Schema, table: str, kind: int) -> str | None:
         a, b, c, nbytes = col("memKind"), "0", "0", col("bytes")
     else:
         a, b, c, nbytes = schema.pick(table, "syncType", "deprecatedSyncType") or "-1", "0", "0", "-1"
+    # Rows with a NULL key column are left out here and counted by nsys_checks.
     return (f"SELECT {kind}, start, end, COALESCE(streamId, -1), COALESCE(deviceId, -1), "
             f"COALESCE({col('correlationId')}, -1), COALESCE({col('globalPid', 'NULL')}, 0) >> 24, "
             f"COALESCE({a}, -1), COALESCE({b}, -1), COALESCE({c}, -1), COALESCE({nbytes}, -1) FROM {table} "
-            "WHERE start IS NOT NULL AND end IS NOT NULL")
+            f"WHERE start IS NOT NULL AND end IS NOT NULL AND streamId IS NOT NULL AND deviceId IS NOT NULL"
+            f"{' AND globalPid IS NOT NULL' if schema.has(table, 'globalPid') else ''}")
 
 
 _DEVICE_COLS = ("kind", "start", "end", "stream", "device", "corr", "key", "a", "b", "c", "bytes", "launch", "gtid")
@@ -169,7 +177,7 @@ def _read_device(conn: Any, schema: S.Schema, source: Path, rules: tuple[CommRul
     # Name, kind and collective per distinct (kind, a, b, c): a is the kernel's StringIds id.
     inverse, first = _combo_codes(dev)
     combos = np.stack([dev["kind"], dev["a"], dev["b"], dev["c"]], axis=1)[first]
-    names = _combo_names(conn, schema, combos)
+    names = _combo_names(conn, schema, combos, source)
     kinds = np.array(["kernel", "memcpy", "memset", "sync"], dtype=object)[combos[:, 0]]
     is_kernel = combos[:, 0] == _KERNEL
     rule_of, collectives = classify_kernels(list(names), rules)
@@ -194,8 +202,11 @@ def _combo_codes(dev: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return c, first
 
 
-def _combo_names(conn: Any, schema: S.Schema, combos: np.ndarray) -> np.ndarray:
-    kernel_names = S.strings(conn, schema, combos[combos[:, 0] == _KERNEL, 1])
+def _combo_names(conn: Any, schema: S.Schema, combos: np.ndarray, source: Path) -> np.ndarray:
+    kernel_ids = combos[combos[:, 0] == _KERNEL, 1]
+    kernel_names = S.strings(conn, schema, kernel_ids)
+    check_string_ids(kernel_ids, kernel_names, KERNEL,
+                     schema.pick(KERNEL, "demangledName", "shortName", "mangledName") or "name", source)
     copy_kinds = S.enum_labels(conn, schema, "ENUM_CUDA_MEMCPY_OPER")
     mem_kinds = S.enum_labels(conn, schema, "ENUM_CUDA_MEM_KIND")
     sync_types = S.enum_labels(conn, schema, "ENUM_CUPTI_SYNC_TYPE")
@@ -251,7 +262,7 @@ def _build_process(key: int, rows: np.ndarray, dev: dict[str, np.ndarray], nvtx:
                     device_cols["end_ns"], verdict.comm_by),
         "collective_conflicts": collective_conflicts(device_cols["name"][is_comm], verdict.name_collective[is_comm],
                                                      device_cols["collective"][is_comm])}
-    steps = _steps(nvtx, step_pattern)
+    steps = _steps(nvtx, step_pattern, source)
     device_cols["step"] = steps_at(launch_ns, steps)
     cols = _concat(device_cols, nvtx.as_columns(steps_at(nvtx.start_ns, steps)))
     used_tids = set(np.unique(launch_tid[known]).tolist()) | set(np.unique(nvtx.tid).tolist())
@@ -263,6 +274,8 @@ def _build_process(key: int, rows: np.ndarray, dev: dict[str, np.ndarray], nvtx:
         "launches_unmatched": int((~known & dev["gpu"][rows]).sum()),
         "comm_classification": classification,
     }
+    if "dropped_events" in info:
+        meta["dropped_events"] = info["dropped_events"]
     gpus = info.get("gpus", {})
     if gpus and len(devices) == 1 and devices[0] in gpus:
         meta["gpu_name"] = gpus[devices[0]]
@@ -277,14 +290,14 @@ def _comm_ops(nvtx: NvtxRanges) -> np.ndarray:
     return np.flatnonzero(is_op & ~nvtx.nccl)
 
 
-def _steps(nvtx: NvtxRanges, pattern: str | None) -> pd.DataFrame:
+def _steps(nvtx: NvtxRanges, pattern: str | None, source: str = "") -> pd.DataFrame:
     """Step ranges among the NVTX ranges; the pattern is tried once per distinct name."""
     sel = np.zeros(nvtx.name.size, dtype=bool)
     if pattern and nvtx.name.size:
         rx = re.compile(pattern, re.IGNORECASE)
         code, uniq = S.codes(nvtx.name)
         sel = np.array([bool(rx.fullmatch(str(u))) for u in uniq], dtype=bool)[code]
-    return step_ranges(nvtx.name[sel], nvtx.start_ns[sel], nvtx.end_ns[sel], pattern or DEFAULT_STEP_PATTERN)
+    return step_ranges(nvtx.name[sel], nvtx.start_ns[sel], nvtx.end_ns[sel], pattern or DEFAULT_STEP_PATTERN, source)
 
 
 def _labels(prefix: str, values: np.ndarray) -> np.ndarray:

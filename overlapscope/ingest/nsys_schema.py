@@ -45,7 +45,7 @@ def sql_errors(path: Path) -> Iterator[None]:
 
 
 def _describe(exc: sqlite3.Error) -> str:
-    text = str(exc)
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__  # schema errors quote SQL
     low = text.lower()
     if "locked" in low or "busy" in low:
         return "database is locked by another process (is nsys still writing it?); retry when it is done"

@@ -1,23 +1,36 @@
 """Step ranges: find them by name and give every event the step whose CPU range holds its launch."""
 from __future__ import annotations
 
+import logging
 import re
 
 import numpy as np
 import pandas as pd
 
+from ..errors import OverlapscopeError
+
+log = logging.getLogger(__name__)
+
 DEFAULT_STEP_PATTERN = r"ProfilerStep#\d+|step\s*\d+"
 _NUMBER = re.compile(r"(\d+)\s*$")
 
 
+def step_regex(pattern: str) -> re.Pattern[str]:
+    """The compiled step pattern; a pattern that is not a regular expression is a user error."""
+    try:
+        return re.compile(pattern, re.IGNORECASE)
+    except re.error as exc:
+        raise OverlapscopeError(f"--step-pattern {pattern!r} is not a regular expression ({exc})") from None
+
+
 def step_ranges(names: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray,
-                pattern: str = DEFAULT_STEP_PATTERN) -> pd.DataFrame:
+                pattern: str = DEFAULT_STEP_PATTERN, source: str = "") -> pd.DataFrame:
     """Rows whose name fully matches `pattern` become steps, numbered by the trailing integer.
 
-    Returns columns step, start_ns, end_ns sorted by start. Overlapping duplicates of one step
-    (the same name twice, e.g. a CPU and an NVTX copy) keep the widest range.
+    Returns columns step, start_ns, end_ns sorted by start, disjoint. Conflicts are resolved by
+    `resolved_steps` (each with a warning naming `source`).
     """
-    rx = re.compile(pattern, re.IGNORECASE)
+    rx = step_regex(pattern)
     names = np.asarray(names, dtype=object)
     uniq, inverse = np.unique(names.astype(str), return_inverse=True)
     match = np.array([bool(rx.fullmatch(u)) for u in uniq], dtype=bool)
@@ -31,8 +44,70 @@ def step_ranges(names: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray,
         "start_ns": np.asarray(start_ns, dtype=np.int64)[sel],
         "end_ns": np.asarray(end_ns, dtype=np.int64)[sel],
     })
-    steps = steps.groupby("step", as_index=False).agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max"))
-    return steps.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    return resolved_steps(steps, source)
+
+
+def resolved_steps(steps: pd.DataFrame, source: str = "") -> pd.DataFrame:
+    """Step ranges made disjoint, each rule with a warning (DESIGN.md "Steps"):
+
+    1. Overlapping ranges of one step number (the same name twice, e.g. a CPU and an NVTX copy)
+       are one step: the widest range.
+    2. One number on disjoint ranges (a profiler restarted, two sessions in one file): the steps
+       are renumbered 0, 1, 2... by their order in time.
+    3. A step range that encloses another (nested ProfilerStep ranges): the innermost wins, the
+       enclosing one is dropped.
+    4. Ranges that overlap partly: the earlier ends where the later starts.
+    """
+    steps = steps.sort_values(["step", "start_ns"], kind="stable").reset_index(drop=True)
+    number = steps["step"].to_numpy()
+    start, end = steps["start_ns"].to_numpy(np.int64), steps["end_ns"].to_numpy(np.int64)
+    reach = steps.groupby("step")["end_ns"].cummax().to_numpy(np.int64)  # latest end so far in the step
+    new = np.ones(number.size, dtype=bool)
+    new[1:] = (number[1:] != number[:-1]) | (start[1:] > reach[:-1])
+    heads = np.flatnonzero(new)
+    merged = pd.DataFrame({"step": number[heads], "start_ns": np.minimum.reduceat(start, heads),
+                           "end_ns": np.maximum.reduceat(end, heads)})
+    prefix = f"{source}: " if source else ""
+    repeated = merged["step"].duplicated(keep=False).to_numpy()
+    merged = merged.sort_values(["start_ns", "end_ns", "step"], ascending=[True, False, True], kind="stable")
+    if repeated.any():
+        again = sorted(set(merged["step"].to_numpy()[merged["step"].duplicated().to_numpy()].tolist()))
+        log.warning("%sstep number%s %s appear%s on separate ranges (two profiling sessions?); steps are "
+                    "numbered 0-%d by their order in time instead", prefix, "s" if len(again) > 1 else "",
+                    ", ".join(map(str, again[:8])) + (" ..." if len(again) > 8 else ""),
+                    "" if len(again) > 1 else "s", len(merged) - 1)
+        merged["step"] = np.arange(len(merged), dtype=np.int32)
+    s, e = merged["start_ns"].to_numpy(np.int64), merged["end_ns"].to_numpy(np.int64)
+    outer = _encloses_another(s, e)
+    if outer.any():
+        log.warning("%s%d step range%s enclose%s other step ranges (step%s %s); the innermost ranges are "
+                    "the steps", prefix, int(outer.sum()), "s" if outer.sum() > 1 else "",
+                    "" if outer.sum() > 1 else "s", "s" if outer.sum() > 1 else "",
+                    ", ".join(map(str, merged["step"].to_numpy()[outer][:8].tolist())))
+        merged, s, e = merged[~outer], s[~outer], e[~outer]
+    cut = np.zeros(s.size, dtype=bool)
+    cut[:-1] = s[1:] < e[:-1]
+    if cut.any():
+        log.warning("%s%d step range%s overlap%s the next step; each ends where the next starts", prefix,
+                    int(cut.sum()), "s" if cut.sum() > 1 else "", "" if cut.sum() > 1 else "s")
+        e = e.copy()
+        e[:-1][cut[:-1]] = s[1:][cut[:-1]]
+    return pd.DataFrame({"step": merged["step"].to_numpy(np.int32), "start_ns": s, "end_ns": e})
+
+
+def _encloses_another(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For ranges sorted by (start, -end): does each contain a later one? A range contains some
+    range iff the smallest end among the ranges starting inside it is within it."""
+    n = start.size
+    if n < 2:
+        return np.zeros(n, dtype=bool)
+    first = np.arange(1, n + 1)
+    last = np.searchsorted(start, end, side="left")  # ranges i+1..last-1 start inside range i
+    has = last > first
+    bounds = np.stack([np.minimum(first, n - 1), np.minimum(last, n)], axis=1).reshape(-1)
+    ends = np.append(end, end[-1])
+    smallest = np.minimum.reduceat(ends, bounds)[::2]
+    return has & (smallest <= end)
 
 
 def steps_at(launch_ns: np.ndarray, steps: pd.DataFrame) -> np.ndarray:

@@ -111,10 +111,12 @@ def baseline(runs: tuple[str, ...], output: str, record: int | None, runs_dir: P
               help="Exit 3 when the verdict is inconclusive (default 0: an inconclusive check never fails the build).")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML here.")
 @click.option("--summary", "summary_path", type=click.Path(dir_okay=False), help="Write a markdown summary here.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False),
+              help="Write the self-contained HTML report (verdict with its evidence, timeline, breakdowns) here.")
 @run_options
 def check(run: str, baseline_path: str, metrics: tuple[str, ...], max_increase_pct: float, min_increase_ms: float,
           min_increase_points: float, alpha: float, noise_factor: float, strict: bool, junit_path: str | None,
-          summary_path: str | None, options: RunOptions) -> None:
+          summary_path: str | None, html_path: str | None, options: RunOptions) -> None:
     """Compare RUN with a baseline: exit 0 pass (or inconclusive), 1 regression, 2 unusable input, 3 inconclusive
     with --strict."""
     from overlapscope.report import gate_baseline as gb
@@ -128,8 +130,21 @@ def check(run: str, baseline_path: str, metrics: tuple[str, ...], max_increase_p
         thresholds = Thresholds(max_increase_pct=max_increase_pct, min_increase_ms=min_increase_ms,
                                 min_increase_points=min_increase_points, alpha=alpha, noise_factor=noise_factor)
         base = gb.load_baseline(baseline_path)
-        current = run_document(run, options)
+        analysis = None
+        if html_path:
+            if Path(run).is_file() and _is_baseline(Path(run)):
+                raise OverlapscopeError("--html needs the run's traces, not a stored baseline record", run)
+            from overlapscope.pipeline.run import analyze_run
+
+            analysis = analyze_run(run, options, keep_events=True)  # the page draws a step's events
+            current = gb.build_baseline(analysis)
+        else:
+            current = run_document(run, options)
         verdict = compare(base, current, thresholds, metrics or None)
+        if html_path:
+            from overlapscope.report.html_cli import write_html_report
+
+            write_html_report(run, html_path, options, baseline_doc=base, analysis=analysis, verdict=verdict)
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback (OVERLAPSCOPE_DEBUG=1 shows it)
         exc = _user_error(exc)
         message = str(exc)

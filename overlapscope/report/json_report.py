@@ -8,6 +8,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from ..analysis.all_to_all import traffic_matrices
 from ..analysis.collectives import design_records
 from ..analysis.result import OVERLAP_COLUMNS, Analysis
 from .whatif_report import json_sections
@@ -63,6 +64,9 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
         "stragglers": records(analysis.stragglers),
         "prefetch": records(analysis.prefetch),
         "bubbles": records(analysis.bubbles),
+        "all_to_all": all_to_all_records(analysis),
+        "moe_layers": records(analysis.moe_layers),
+        "ring_steps": records(analysis.ring_steps),
         "comm_classification": records(analysis.comm_families),
         "unclassified_comm_candidates": records(analysis.comm_candidates),
         "collective_conflicts": records(analysis.collective_conflicts),
@@ -70,6 +74,17 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
         "diagnoses": list(analysis.diagnoses),
         **json_sections(analysis),
     }
+
+
+def all_to_all_records(analysis: Analysis) -> list[dict[str, Any]]:
+    """One object per all-to-all instance, with its traffic matrix when the splits are known: `members`
+    (the ranks, ascending) and `traffic_bytes`[i][j], the bytes members[i] sent to members[j]."""
+    matrices = traffic_matrices(analysis.all_to_all_traffic) if len(analysis.all_to_all_traffic) else {}
+    out = records(analysis.all_to_all)
+    for rec in out:
+        if rec["instance"] in matrices:
+            rec["members"], rec["traffic_bytes"] = matrices[rec["instance"]]
+    return out
 
 
 def to_json(analysis: Analysis) -> str:

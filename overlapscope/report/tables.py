@@ -14,6 +14,7 @@ import pandas as pd
 from ..analysis.crossrank import bubble_summary, collective_summary
 from ..analysis.prefetch import worst_units
 from ..analysis.result import Analysis
+from .ep_cp import tables as ep_cp_tables
 from . import whatif_report
 
 MS = 1e6
@@ -182,6 +183,7 @@ def sections(analysis: Analysis, *, per_step: bool = False) -> list[tuple[str, l
            ("FSDP prefetch gaps (worst units)", *_prefetch(analysis)),
            ("Pipeline bubbles per stage", *_bubbles(analysis)),
            *whatif_report.sections(analysis)]
+    out += ep_cp_tables(analysis)
     return [s for s in out if s[2]]
 
 
@@ -217,7 +219,7 @@ def render_markdown(analysis: Analysis, *, per_step: bool = False) -> str:
 
 def _is_text(header: str) -> bool:
     return header.startswith(("rank", "worst", "scope", "collective", "group", "unit", "pass", "schedule",
-                              "op", "why", "key", "link", "flags", "ends on", "rule", "example", "kernel", "to count"))
+                              "op", "why", "key", "link", "flags", "ends on", "rule", "example", "kernel", "to count", "phase"))
 
 
 def _md_escape(text: str) -> str:
