@@ -85,8 +85,9 @@ class MoE(nn.Module):
         self.index, self.ctx, self.args = index, ctx, args
         e = args.experts_per_rank
         self.gate = nn.Linear(args.dim, ctx.world_size * e, bias=False)
-        self.w1 = nn.Parameter(torch.randn(e, args.dim, 4 * args.dim) * args.dim ** -0.5)
-        self.w2 = nn.Parameter(torch.randn(e, 4 * args.dim, args.dim) * (4 * args.dim) ** -0.5)
+        hidden = args.ffn_mult * args.dim
+        self.w1 = nn.Parameter(torch.randn(e, args.dim, hidden) * args.dim ** -0.5)
+        self.w2 = nn.Parameter(torch.randn(e, hidden, args.dim) * hidden ** -0.5)
         tokens = args.batch * args.seq // args.microbatches
         expert = route(tokens, ctx.world_size, e, args.routing, args.skew, args.hot_rank)
         # Sort tokens by expert: each rank's share is contiguous, grouped by its local expert.
@@ -150,10 +151,13 @@ def main() -> None:
     p.add_argument("--routing", choices=("uniform", "skewed"), default="uniform")
     p.add_argument("--overlap", choices=("none", "microbatch"), default="none")
     p.add_argument("--experts-per-rank", type=int, default=2)
-    p.add_argument("--microbatches", type=int, default=2)
+    p.add_argument("--microbatches", type=int, default=4)
+    p.add_argument("--ffn-mult", type=int, default=32, help="expert hidden width / --dim: expert compute per token")
     p.add_argument("--skew", type=float, default=0.8, help="skewed: share of tokens sent to the hot rank's experts")
     p.add_argument("--hot-rank", type=int, default=1, help="skewed: the rank whose experts get most tokens")
-    p.set_defaults(layers=2, dim=128, seq=64, batch=8)
+    # narrow tokens, wide experts: an all-to-all moves little while the experts compute a lot, so that on a
+    # 2-core CPU machine the expert compute of one micro-batch can hide the transfers of its neighbours
+    p.set_defaults(layers=2, dim=64, seq=64, batch=32)
     args = p.parse_args()
     if args.batch * args.seq % args.microbatches:
         raise SystemExit(f"--batch x --seq must be a multiple of --microbatches {args.microbatches}")

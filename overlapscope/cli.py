@@ -10,7 +10,8 @@ from typing import Callable
 import click
 
 from . import __version__
-from .errors import OverlapscopeError, ReadBug
+from .errors import OverlapscopeError, bug_line
+from .output_paths import check_output
 from .pipeline.options import RunOptions, run_options
 
 EXIT_UNUSABLE = 2
@@ -36,14 +37,10 @@ def one_line_errors(func: Callable) -> Callable:
             fail("out of memory while reading the run (try fewer ranks at once)")
         except KeyboardInterrupt:
             fail("interrupted")
-        except ReadBug as exc:
-            fail(f"internal error while reading {exc.path}, please report it with OVERLAPSCOPE_DEBUG=1 output: "
-                 f"{exc.detail}")
         except Exception as exc:  # noqa: BLE001 - a bug must still not print a number or a traceback
             if os.environ.get("OVERLAPSCOPE_DEBUG"):
                 raise
-            fail(f"internal error, please report it with OVERLAPSCOPE_DEBUG=1 output: "
-                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            fail(bug_line(exc))
 
     return wrapper
 
@@ -63,16 +60,23 @@ def main(verbose: int) -> None:
               show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write here instead of stdout.")
 @click.option("--per-step", is_flag=True, help="Also show every step of every rank (table and markdown).")
+@click.option("--table", "csv_table", type=click.Choice(["steps", "totals", "by-collective", "collectives"]),
+              default="steps", show_default=True,
+              help="With --format csv: per rank and step, per rank (totals), per rank and collective type, "
+                   "or per collective instance and rank.")
 @run_options
 @one_line_errors
-def analyze(runs: tuple[str, ...], fmt: str, output: str | None, per_step: bool, options: RunOptions) -> None:
+def analyze(runs: tuple[str, ...], fmt: str, output: str | None, per_step: bool, csv_table: str,
+            options: RunOptions) -> None:
     """Exposed communication of one or more runs.
 
     RUN is a directory of per-rank traces (*.json, *.json.gz, *.sqlite), one trace file, or an nsys export.
     """
+    from .io_atomic import write_text
     from .pipeline.run import analyze_run
     from .report import json_report, tables
 
+    check_output(output, "-o", runs)
     # Analyze everything first: a bad RUN must stop the command before any number is printed.
     results = [analyze_run(r, options) for r in runs]
     if fmt == "json":
@@ -81,20 +85,25 @@ def analyze(runs: tuple[str, ...], fmt: str, output: str | None, per_step: bool,
     elif fmt == "markdown":
         text = "\n".join(tables.render_markdown(a, per_step=per_step) for a in results)
     elif fmt == "csv":
-        text = "".join(tables.render_csv(a) for a in results[:1]) + "".join(
-            tables.render_csv(a).split("\n", 1)[1] for a in results[1:])
+        # several runs: one header, a run column first
+        parts = [tables.render_csv(a, csv_table, run_column=len(results) > 1) for a in results]
+        text = parts[0] + "".join(p.split("\n", 1)[1] for p in parts[1:])
     else:
+        import io
+
         from rich.console import Console
 
         # A pipe or file gets a wide table rather than rich's 80-column default.
-        console = Console(file=open(output, "w") if output else None,
-                          width=None if output is None and sys.stdout.isatty() else 160)
+        buffer = io.StringIO() if output else None
+        console = Console(file=buffer, width=None if output is None and sys.stdout.isatty() else 160)
         for a in results:
             tables.render_rich(a, console, per_step=per_step)
-        return
+        if buffer is None:
+            return
+        text = buffer.getvalue()
+    text = text.rstrip("\n")  # one line end at the end, never a blank line
     if output:
-        with open(output, "w") as fh:
-            fh.write(text + ("\n" if not text.endswith("\n") else ""))
+        write_text(output, text + "\n")  # atomic, the user's umask; a write failure is one line, exit 2
     else:
         click.echo(text)
 

@@ -27,3 +27,11 @@ class ReadBug(Exception):
 
     def __str__(self) -> str:
         return f"{self.path}: {self.detail}"
+
+
+def bug_line(exc: BaseException) -> str:
+    """The one line a bug is reported with: what it was, and the file being read when there was one."""
+    if isinstance(exc, ReadBug):
+        return f"internal error while reading {exc.path}, please report it with OVERLAPSCOPE_DEBUG=1 output: {exc.detail}"
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return f"internal error, please report it with OVERLAPSCOPE_DEBUG=1 output: {type(exc).__name__}: {first}"

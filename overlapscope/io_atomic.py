@@ -35,6 +35,9 @@ def atomic_path(path: str | Path, *, suffix: str = "") -> Iterator[Path]:
     replaces `path` when the block ends normally and is removed when it raises. suffix: the end the
     temporary name needs (torch gzips a trace whose name ends in .gz)."""
     path = Path(path)
+    existing = next((p for p in path.parents if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise OverlapscopeError(f"cannot write: {existing} is not a directory", path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".part{suffix}", dir=path.parent)

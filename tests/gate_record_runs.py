@@ -28,11 +28,12 @@ def burner() -> subprocess.Popen:
 
 def record(out: Path, name: str, steps: int, model_args: list[str]) -> float:
     iters = steps + 4  # profiler start, one skipped, one warm-up, `steps` recorded, one to flush
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     cmd = [sys.executable, "-m", "overlapscope", "profile", "--out", str(out / name), "--steps", str(steps),
-           "--skip-first", "1", "--", "torchrun", "--standalone", "--nproc-per-node", "2",
-           "-m", "instrumented_models.fsdp2", "--iters", str(iters), *model_args]
+           "--skip-first", "1", "--", *torchrun, "-m", "instrumented_models.fsdp2", "--iters", str(iters), *model_args]
     start = time.monotonic()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env={**os.environ, "OMP_NUM_THREADS": "1"})
     return time.monotonic() - start
 
 

@@ -233,3 +233,46 @@ def test_json_lists_candidates_and_cli_pattern_counts_them(tmp_path):
     doc = orjson.loads(CliRunner().invoke(main, ["analyze", str(path), "--format", "json", "--comm-pattern",
                                                  "moe::token_dispatch_kernel=all_to_all"]).stdout)
     assert doc["ranks"][0]["total"]["comm_ns"] == 160_000 and doc["unclassified_comm_candidates"] == []
+
+
+def test_comm_on_a_compute_stream_is_diagnosed_only_when_it_did_not_overlap(tmp_path):
+    """Stream 20 runs a 1 µs kernel beside an all-reduce; stream 7's GEMM overlaps 96% of it (no
+    diagnosis). A second rank's all-reduce on stream 7 itself overlaps nothing (diagnosed)."""
+    nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    t = KinetoTrace(rank=0, world_size=1, base_ns=BASE)
+    t.step(1, 0, 200_000)
+    t.kernel(GEMM, 0, 96_000, launch_ns=0)
+    t.kernel("void tiny_scale_kernel(float*)", 100_000, 101_000, stream=20, launch_ns=10)
+    t.kernel(nccl, 0, 100_000, stream=20, launch_ns=20)
+    a = read_one(tmp_path, t)
+    assert a.totals.iloc[0].overlapped_ns == 96_000
+    assert not [d for d in a.diagnoses if "cannot overlap" in d]
+    t = KinetoTrace(rank=0, world_size=1, base_ns=BASE)
+    t.step(1, 0, 200_000)
+    t.kernel(GEMM, 0, 50_000, launch_ns=0)
+    t.kernel(nccl, 50_000, 150_000, launch_ns=20)
+    a = read_one(tmp_path, t)
+    assert [d for d in a.diagnoses if "cannot overlap" in d] == [
+        "rank 0: 1 collective kernel(s), 0.100 ms, run on stream:7, which also runs compute: "
+        "they cannot overlap anything there"]
+
+
+def test_all_to_all_size_from_the_nccl_op_input_dims_gives_busbw(tmp_path):
+    """No record_param_comms: S is the nccl:all_to_all op's input, 1024 x 256 float = 1 MiB; the
+    2-rank collective's transfer is 40 µs (rank 1 arrives 10 µs late)."""
+    run = tmp_path / "a2a"
+    run.mkdir()
+    for rank, late in ((0, 0), (1, 10_000)):
+        t = KinetoTrace(rank=rank, world_size=2, base_ns=BASE)
+        t.step(1, 0, 100_000)
+        t.kernel(GEMM, 0, 5_000, launch_ns=0)
+        t.cpu_op("nccl:all_to_all", 100 + late, 900 + late, **{"Input Dims": [[1024, 256]], "Input type": ["float"]})
+        t.kernel("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", 10_000 + late, 60_000,
+                 stream=20, launch_ns=200 + late)
+        t.write(run / f"rank{rank}.trace.json")
+    a = analyze(load_run(run, cache=False))
+    coll = a.collectives
+    assert coll["collective"].tolist() == ["all_to_all", "all_to_all"]
+    assert coll["bytes"].tolist() == [1 << 20, 1 << 20]
+    assert coll["transfer_ns"].tolist() == [40_000, 40_000]
+    assert coll["instance_busbw_gbps"].iloc[0] == pytest.approx((1 << 20) / 40_000 * 0.5)

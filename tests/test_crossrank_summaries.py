@@ -11,7 +11,8 @@ from crossrank_tables import US
 
 
 def test_collective_summary_sums_wait_and_transfer_per_group_and_type():
-    s = collective_summary(analyze_collectives(three_ranks()).collectives)
+    rep = analyze_collectives(three_ranks())
+    s = collective_summary(rep.collectives, rep.wait_transfer)
     assert s["collective"].tolist() == ["all_reduce", "all_gather"]
     ar = s.iloc[0]
     assert ar["collectives"] == 2 and ar["rows"] == 6

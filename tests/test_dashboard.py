@@ -168,7 +168,8 @@ def test_gpu_trace_page_summary_timeline_steps_zoom_and_breakdowns(browser):
         assert "14.654 ms" in text or "14.653 ms" in text
         assert "18.9% of step" in text
         assert "46.2%" in browser.find_element(By.ID, "summary-0-overlap").text
-        assert "send_recv" in browser.find_element(By.ID, "summary-0-worst-collective").text
+        # NCCL runs this trace's all-to-all as SendRecv kernels; the collective is the one torch called
+        assert "all_to_all" in browser.find_element(By.ID, "summary-0-worst-collective").text
 
         choose_step(browser, 0, "step 1012")
         fig = figure_where(browser, "timeline-0", lambda f: f["meta"]["step"] == 1012)
@@ -193,7 +194,7 @@ def test_gpu_trace_page_summary_timeline_steps_zoom_and_breakdowns(browser):
         click_tab(browser, "Breakdowns")
         T.wait_for(lambda: T.figure(browser, "collective-0"))
         bars = T.figure(browser, "collective-0")["traces"]
-        assert [t["y"] for t in bars][0] == ["all_reduce", "send_recv"]  # largest exposed at the top
+        assert [t["y"] for t in bars][0] == ["all_reduce", "all_to_all"]  # largest exposed at the top
         for key in ("group-0", "scope-0", "variation-0"):
             assert T.figure(browser, key) is not None, key
         for key in ("prefetch-0", "bubbles-0", "gantt-0", "waits-0"):
@@ -241,9 +242,9 @@ def test_two_runs_side_by_side_and_compare(browser):
         table = T.wait_for(lambda: browser.find_elements(By.ID, "compare-table-collective"))[0]
         rows = {tr.find_elements(By.TAG_NAME, "td")[0].text: [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
                 for tr in table.find_elements(By.CSS_SELECTOR, "tbody tr")}
-        # ms per step (one rank each): A all_reduce 39,445,134 ns / 3 steps; B send_recv 83,443,000 ns / 6 steps.
-        assert rows["all_reduce"][1] == "13.148" and rows["send_recv"][2] == "13.907"
-        assert rows["send_recv"][3] == "13.907" and rows["broadcast"][3] == "-0.038"
+        # ms per step (one rank each): A all_reduce 39,445,134 ns / 3 steps; B all_to_all 83,443,000 ns / 6 steps.
+        assert rows["all_reduce"][1] == "13.148" and rows["all_to_all"][2] == "13.907"
+        assert rows["all_to_all"][3] == "13.907" and rows["broadcast"][3] == "-0.038"
         assert T.figure(browser, "compare-scope") is not None
         assert T.console_errors(browser) == []
     finally:
@@ -435,5 +436,31 @@ def test_hover_on_a_collective_names_it_with_wait_and_transfer(browser, cpu_run)
             "const h = document.querySelector('.hoverlayer .hovertext'); return h ? h.textContent : null;"), 10)
         assert text and "collective all_reduce" in text and "gloo:all_reduce" in text
         assert any(w in text for w in waits), text
+    finally:
+        ctx.__exit__(None, None, None)
+
+
+@needs_browser
+def test_rank_table_headers_are_spaced_and_aligned_with_their_numbers(browser):
+    from selenium.webdriver.common.by import By
+
+    ctx = open_page(browser, [DDP])
+    try:
+        table = T.wait_for(lambda: browser.find_elements(By.ID, "ranks-0"))[0]
+        # text extents of the header cells and of the first row, as drawn
+        boxes = browser.execute_script("""
+            const extent = el => { const r = document.createRange(); r.selectNodeContents(el);
+                                   const b = r.getBoundingClientRect(); return [b.left, b.right]; };
+            const t = arguments[0];
+            return [[...t.querySelectorAll('thead th')].map(extent),
+                    [...t.querySelector('tbody tr').querySelectorAll('td')].map(extent)];""", table)
+        head, first = boxes
+        assert len(head) == len(first) == 8
+        # no two headers run together ("rankstepsstep ms..."): at least 10 px between their texts
+        assert all(b[0] - a[1] >= 10 for a, b in zip(head, head[1:])), head
+        # numbers are right-aligned under their header, the rank label left-aligned under "rank"
+        assert abs(head[0][0] - first[0][0]) <= 1
+        assert all(abs(h[1] - d[1]) <= 1 for h, d in zip(head[1:], first[1:])), (head, first)
+        assert "mean per step" in table.text
     finally:
         ctx.__exit__(None, None, None)

@@ -78,7 +78,7 @@ def test_nccl_kernels_30pct_slower_fail_and_name_the_collective(case, variant):
     line = next(l for l in out.output.splitlines() if l.startswith("exposed_comm_by_collective REGRESSED"))
     assert f"(the key that moved most); collective {MAIN_COLLECTIVE[name]} +" in line
     failed = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase") if c.find("failure") is not None]
-    # the nccl trace's all-reduces have no launching scope: "(no scope)" regresses with them
+    # the nccl trace's all-reduces have no launching scope: "(no enclosing range)" regresses with them
     assert failed == ["exposed_comm", "exposed_comm_by_collective"] + (["exposed_comm_by_scope"] if name == "nccl" else [])
     assert f"collective `{MAIN_COLLECTIVE[name]}`" in summary.read_text()
 

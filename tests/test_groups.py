@@ -56,3 +56,18 @@ def test_without_pg_config_the_streams_span_every_rank():
     assert set(rep.collectives["group"]) == {""} and (rep.collectives["ranks"] == 4).all()
     assert rep.unmatched["count"].sum() == 4 and set(rep.unmatched["collective"]) == {"all_gather"}
     assert rep.clock_offsets_ns[2] != 0
+
+
+def test_gloo_runs_break_exposed_comm_down_by_the_groups_their_traces_list():
+    # gloo names no group on its ops; the by-group table uses the groups the cross-rank match found in
+    # distributedInfo.pg_config, the same names as the wait/transfer table (no "(no group)" row).
+    from pathlib import Path
+
+    import overlapscope
+
+    for run, groups in (("ddp", {"0"}), ("fsdp2_tp", {"1", "2", "3", "4"})):
+        a = overlapscope.analyze(overlapscope.load_run(Path(__file__).resolve().parents[1] / "traces" / run))
+        assert set(a.by_group["group"]) == groups == set(a.wait_transfer["group"]), run
+        per_step = a.by_key_steps[a.by_key_steps["section"] == "by_group"]
+        totals = per_step.groupby(["rank", "key"])["exposed_comm_ns"].sum()
+        assert totals.to_dict() == a.by_group.set_index(["rank", "group"])["exposed_comm_ns"].to_dict(), run

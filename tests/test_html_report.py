@@ -128,7 +128,7 @@ def test_page_renders_from_a_file_url_without_errors_or_requests_and_shows_analy
         assert T.console_errors(driver) == []
         assert driver.execute_script("return performance.getEntriesByType('resource').length") == 0
         # the per-rank table, read as drawn, against analyze's JSON
-        rows = driver.find_elements(By.CSS_SELECTOR, "table[data-title='Exposed communication per rank'] tbody tr")
+        rows = driver.find_elements(By.CSS_SELECTOR, "table[data-title^='Exposed communication per rank'] tbody tr")
         shown = {int(r.find_elements(By.TAG_NAME, "td")[0].text): [c.text for c in r.find_elements(By.TAG_NAME, "td")]
                  for r in rows}
         for rank in doc["ranks"]:

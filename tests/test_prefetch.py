@@ -105,17 +105,27 @@ def test_diagnosis_names_the_late_units_and_the_mean_delay():
         "rank": 0, "step": 0, "unit": ["layers.3", "layers.4", "layers.5", "layers.6", "layers.7", "layers.8", "norm"],
         "pass": "forward", "prefetch_gap_ns": [1 * MS, 1.4 * MS, 1.2 * MS, 1.0 * MS, 1.4 * MS, 0, 0],
         "lead_ns": 0})
-    assert diagnose(rows) == ["forward all-gathers of layers.3-7 arrive 1.2 ms late on average: "
-                              "prefetch is not issued early enough"]
+    # without the prefetched column the all-gathers count as prefetched (issued early, still late)
+    assert diagnose(rows) == ["forward all-gathers of layers.3-7 are prefetched but arrive 1.2 ms late on average: "
+                              "prefetch is not issued early enough (prefetch more modules ahead)"]
     assert diagnose(rows.assign(prefetch_gap_ns=rows["prefetch_gap_ns"] / 1000)) == []  # 1.2 µs: noise
     assert diagnose(rows, PrefetchConfig(min_gap_ns=2 * MS)) == []
 
 
 def test_gpu_diagnosis_and_worst_units():
     p = prefetch_gaps(gpu_rank(), windows((0, 0, 6000 * US)))
+    # layers.1's all-gather was issued in layers.0's forward_prefetch; layers.0's and layers.2's in their own
+    # pre-hooks: prefetch is off for those, and the line names the knob
+    assert p.loc[p["pass"] == "forward", ["unit", "prefetched"]].values.tolist() == [
+        ["layers.0", False], ["layers.1", True], ["layers.2", False]]
     assert diagnose(p, PrefetchConfig(min_gap_ns=0)) == [
-        "forward all-gathers of layers.0, layers.2 arrive 1.02 ms late on average: prefetch is not issued early enough",
-        "backward all-gathers of layers.2 arrive 0.6 ms late on average: prefetch is not issued early enough"]
+        "forward all-gathers of layers.0, layers.2 are not prefetched (issued on demand when the unit runs) and "
+        "arrive 1.02 ms late on average: forward prefetch is off for them (turn it on with FSDP2 "
+        "`module.set_modules_to_forward_prefetch([next modules])`, or `unshard(async_op=True)` ahead of use; "
+        "the reference runs: `--prefetch N`)",
+        "backward all-gathers of layers.2 are not prefetched (issued on demand when the unit runs) and arrive "
+        "0.6 ms late on average: backward prefetch is off for them (turn it on with FSDP2 "
+        "`module.set_modules_to_backward_prefetch([previous modules])`; the reference runs: `--prefetch N`)"]
     w = worst_units(p)
     assert w[["unit", "pass"]].values.tolist()[:2] == [["layers.0", "forward"], ["layers.2", "forward"]]
     assert w["mean_gap_ns"].tolist()[0] == pytest.approx(1050 * US)
@@ -140,3 +150,19 @@ def test_root_module_and_parameter_group_suffix():
     p = prefetch_gaps(table(0, rows), windows((0, 0, 500 * US)))
     assert p["unit"].tolist() == ["(root)", "layers.0"]
     assert [g // US for g in p["prefetch_gap_ns"]] == [50, 330]
+
+
+def test_the_reference_run_without_prefetch_is_told_prefetch_is_off_and_the_knob():
+    from pathlib import Path
+
+    import overlapscope
+
+    traces = Path(__file__).resolve().parents[1] / "traces"
+    notes = overlapscope.analyze(overlapscope.load_run(traces / "fsdp2_no_prefetch")).diagnoses
+    forward = next(n for n in notes if n.startswith("forward all-gathers of layers.0-1"))
+    assert "forward prefetch is off" in forward and "set_modules_to_forward_prefetch" in forward
+    backward = next(n for n in notes if n.startswith("backward all-gathers of layers.0"))
+    assert "backward prefetch is off" in backward and "set_modules_to_backward_prefetch" in backward
+    # with --prefetch 1, the blocks after the first are prefetched: no "off" line names them
+    ahead = overlapscope.analyze(overlapscope.load_run(traces / "fsdp2")).diagnoses
+    assert not any("layers.1" in n and "prefetch is off" in n for n in ahead)

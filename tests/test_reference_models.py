@@ -39,6 +39,13 @@ RUNS: dict[str, tuple[str, int, tuple[str, ...]]] = {
     "pp_gpipe_m4": ("pp", 2, ("--schedule", "gpipe", "--microbatches", "4", "--layers", "2", "--dim", "256",
                               "--seq", "128", "--batch", "32")),
     "fsdp2_tp": ("fsdp2_tp", 4, ("--layers", "2", "--dp", "2", "--tp", "2")),
+    # expert and context parallelism (tests/test_moe_cp_runs.py): imbalance needs 4 ranks (max/mean <= n)
+    "moe_skewed": ("moe_ep", 4, ("--layers", "1", "--routing", "skewed")),
+    "moe_uniform": ("moe_ep", 4, ("--layers", "1", "--routing", "uniform")),
+    "moe_none": ("moe_ep", 2, ("--overlap", "none")),
+    "moe_microbatch": ("moe_ep", 2, ("--overlap", "microbatch")),
+    "cp_off": ("cp", 2, ("--overlap", "off")),
+    "cp_on": ("cp", 2, ("--overlap", "on")),
 }
 EXPECTED_COLLECTIVES = {
     "ddp": {"all_reduce"}, "fsdp2": {"all_gather", "reduce_scatter"}, "tp": {"all_reduce"},

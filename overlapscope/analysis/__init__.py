@@ -7,8 +7,8 @@ import pandas as pd
 from ..core.table import RankTrace, Run
 from .bounds import bound_totals, overlap_bounds
 from . import all_to_all as a2a
-from .ring import ring_attention_part, ring_steps
-from .breakdown import exposed_by_key_and_step, launch_scopes
+from .ring import RING_LABEL, ring_attention_part, ring_steps
+from .breakdown import exposed_by_key_and_step, exposed_by_key_of_intervals, exposed_by_label_pass, launch_scopes
 from .costmodel import CostConfig
 from ..core.codes import as_str, isin
 from .comm_classes import comm_classes
@@ -45,7 +45,7 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     sets = lane_sets(ev)  # merged compute/comm/copy, shared by every analyzer below
     overlap = overlap_by_step(ev, windows, sets=sets)
     overlap = pd.concat([overlap, overlap_bounds(ev, windows, overlap, sets=sets)], axis=1)
-    out = {"windows": windows, "steps": overlap, "comm_on_compute": comm_on_compute_lanes(ev),
+    out = {"windows": windows, "steps": overlap, "comm_on_compute": comm_on_compute_lanes(ev, sets["compute"]),
            "graph": rank_graph(ev, windows, trace.meta.get("stream_waits"))}
     key_steps = []
     scopes = launch_scopes(ev, comm_rows)
@@ -62,6 +62,8 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     # expert / context parallelism: all-to-all split bytes and ring-step attention (small frames)
     out["all_to_all_rows"] = a2a.all_to_all_rows(ev, scopes)
     out["ring_parts"] = ring_attention_part(ev, windows, scopes, sets=sets)
+    out["moe_passes"] = exposed_by_label_pass(ev, windows, scopes, a2a.MOE_LABEL, sets=sets)
+    out["ring_passes"] = exposed_by_label_pass(ev, windows, scopes, RING_LABEL, sets=sets)
     return out
 
 
@@ -83,6 +85,9 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]], *, cost: CostConf
     for trace, sec in zip(run.ranks, sections):
         diagnoses += diagnose_streams(trace.rank, sec["comm_on_compute"])
     cross = cross_rank_sections(run, [sec["cross_rank"] for sec in sections])
+    comm_groups = cross.pop("comm_groups")
+    if comm_groups is not None:
+        sections = [_regrouped(trace.rank, sec, comm_groups) for trace, sec in zip(run.ranks, sections)]
     by_key_steps = stacked("by_key_steps")
     instances, traffic = a2a.all_to_all_traffic(cross["collectives"], stacked("all_to_all_rows"),
                                                 cross["clock_offsets_ns"], group_ranks(run))
@@ -108,9 +113,29 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]], *, cost: CostConf
         all_to_all_traffic=traffic,
         moe_layers=a2a.moe_exposure(by_key_steps),
         ring_steps=ring_steps(by_key_steps, stacked("ring_parts")),
+        moe_passes=stacked("moe_passes"),
+        ring_passes=stacked("ring_passes"),
         **cross,
         **hiding,
     )
+
+
+def _regrouped(rank: int, section: dict[str, pd.DataFrame], comm_groups: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """A rank's section with by_group (and its per-step rows) recomputed from the process groups
+    inferred across ranks: gloo names no group on its ops, but every rank's trace lists its groups
+    (distributedInfo.pg_config), so the by-group table names the group the wait/transfer table does."""
+    comm = section["cross_rank"]["comm"]
+    groups = comm_groups.loc[comm_groups["rank"].to_numpy() == rank].sort_values("row")
+    if comm.empty or len(groups) != len(comm) or (groups["group"].to_numpy() == comm["group"].to_numpy()).all():
+        return section
+    by_group, per_step = exposed_by_key_of_intervals(
+        comm["start_ns"].to_numpy(np.int64), comm["end_ns"].to_numpy(np.int64), groups["group"].to_numpy(object),
+        section["windows"], section["cross_rank"]["uncovered"], "group")
+    key_steps = section["by_key_steps"]
+    regrouped = per_step.rename(columns={"group": "key"}).assign(section="by_group")[key_steps.columns]
+    key_steps = pd.concat([regrouped if name == "by_group" else part
+                           for name, part in key_steps.groupby("section", sort=False)], ignore_index=True)
+    return {**section, "by_group": by_group, "by_key_steps": key_steps}
 
 
 def group_ranks(run: Run) -> dict[str, list[int]]:
@@ -127,7 +152,7 @@ def group_ranks(run: Run) -> dict[str, list[int]]:
 def run_identity(run: Run) -> dict:
     first = run.ranks[0]
     manifest = run.manifest or {}
-    return {
+    identity = {
         "path": run.path,
         "world_size": run.world_size,
         "ranks": [t.rank for t in run.ranks],
@@ -137,3 +162,10 @@ def run_identity(run: Run) -> dict:
         "rank_from": {str(t.rank): t.rank_from for t in run.ranks},
         "manifest": manifest,
     }
+    partial = {t.rank: t.meta["partial"] for t in run.ranks if "partial" in t.meta}
+    if partial:  # ranks that stopped early: which steps each analyzed, and which it lacks
+        every = sorted({int(s) for t in run.ranks for s in t.steps["step"].tolist()})
+        identity["incomplete_ranks"] = {
+            str(rank): {**p, "missing_steps": [s for s in every if s not in p["analyzed_steps"]]}
+            for rank, p in sorted(partial.items())}
+    return identity

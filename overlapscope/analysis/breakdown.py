@@ -72,6 +72,17 @@ def exposed_by_key_and_step(events: pd.DataFrame, windows: pd.DataFrame, keys: n
     return out, steps
 
 
+def exposed_by_key_of_intervals(starts: np.ndarray, ends: np.ndarray, keys: np.ndarray, windows: pd.DataFrame,
+                                uncovered: pd.DataFrame, column: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`exposed_by_key_and_step` from comm intervals and the rank's uncovered time (W \\ C, as
+    `collectives.uncovered_set` gives it) instead of its event table: what the cross-rank reduce has.
+    Inside the windows, compute is W \\ uncovered, so |M_k \\ C| is the same number."""
+    comm = pd.DataFrame({"kind": np.full(len(starts), "comm", dtype=object), "start_ns": starts, "end_ns": ends})
+    gaps = iv.Intervals(uncovered["start_ns"].to_numpy(np.int64), uncovered["end_ns"].to_numpy(np.int64))
+    compute = iv.difference(iv.merge(*window_set(windows)), gaps)
+    return exposed_by_key_and_step(comm, windows, keys, column, sets={"compute": compute})
+
+
 def launch_scopes(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """For each selected row (boolean mask `rows`), the innermost annotation (record_function / NVTX range) on its launching thread
     that held its launch, skipping step ranges and comm wrappers; '' when none."""
@@ -91,3 +102,19 @@ def launch_scopes(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     hit = found >= 0
     scopes[query[hit]] = names[name_codes[ann[found[hit]]]]
     return scopes
+
+
+def exposed_by_label_pass(events: pd.DataFrame, windows: pd.DataFrame, scopes: np.ndarray, label, *,
+                          sets: dict[str, iv.Intervals] | None = None) -> pd.DataFrame:
+    """Per step window and pass, the union of the comm launched under scopes matching `label` (a compiled
+    regex whose last group is ":bwd" for backward): step, pass, count, comm_ns, exposed_comm_ns.
+
+    A union, not a sum over scopes: transfers of two micro-batches in flight at once (the point of
+    overlapping them) must not count one wait twice."""
+    scope_text = np.asarray(scopes, dtype=object).astype(str)
+    uniq, inverse = np.unique(scope_text, return_inverse=True)
+    matched = [label.match(u) for u in uniq]
+    pass_of = np.array(["" if m is None else "backward" if m.groups()[-1] else "forward" for m in matched],
+                       dtype=object)
+    _, per_step = exposed_by_key_and_step(events, windows, pass_of[inverse], "pass", sets=sets)
+    return per_step[per_step["pass"] != ""].reset_index(drop=True)

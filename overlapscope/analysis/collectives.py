@@ -17,14 +17,15 @@ import pandas as pd
 
 from ..core import intervals as iv
 from .groups import infer_groups
-from .matching import P2P, MatchConfig, comm_rows, match_collectives
+from .matching import P2P, MatchConfig, comm_rows, match_collectives, on_device
 from .overlap import lane_sets
+from .wait_transfer import wait_transfer_time
 
 COLLECTIVE_COLUMNS = (
     "instance", "group", "seq", "collective", "op", "match", "bytes", "rank", "step",
     "start_ns", "end_ns", "wait_ns", "transfer_ns", "exposed_wait_ns", "exposed_transfer_ns",
     "algbw_gbps", "busbw_gbps", "ranks", "group_size", "last_arrival",
-    "instance_transfer_ns", "instance_algbw_gbps", "instance_busbw_gbps",
+    "instance_transfer_ns", "instance_algbw_gbps", "instance_busbw_gbps", "device",
 )
 STRAGGLER_COLUMNS = ("rank", "last_arrivals", "mean_lateness_ns", "collectives")
 UNMATCHED_COLUMNS = ("rank", "group", "collective", "op", "reason", "count")
@@ -39,6 +40,12 @@ class CollectiveReport(NamedTuple):
     """UNMATCHED_COLUMNS: comm events in no cross-rank collective, counted by reason."""
     clock_offsets_ns: dict[int, int]
     diagnoses: list[str]
+    wait_transfer: pd.DataFrame | None = None
+    """wait_transfer.WAIT_TRANSFER_COLUMNS: wait and transfer per rank and (group, collective, op) as
+    lengths of time (wait + transfer <= comm), for tables; the per-instance rows are in `collectives`."""
+    comm_groups: pd.DataFrame | None = None
+    """rank, row, group of every comm row, with the groups `infer_groups` filled in (gloo names none);
+    None when nothing was inferred."""
 
 
 def busbw_factor(collective: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -70,7 +77,8 @@ def analyze_collectives(tables: Mapping[int, pd.DataFrame],
     ranks = sorted(int(r) for r in tables)
     comm = {r: comm_rows(tables[r]) for r in ranks}
     uncovered = {r: uncovered_set(tables[r], None if windows is None else windows.get(r)) for r in ranks}
-    return collectives_of_ranks(comm, uncovered, group_sizes=group_sizes, groups_of=groups_of, config=config)
+    return collectives_of_ranks(comm, uncovered, group_sizes=group_sizes, groups_of=groups_of, config=config,
+                                windows=windows)
 
 
 def uncovered_set(events: pd.DataFrame, windows: pd.DataFrame | None, *,
@@ -92,41 +100,54 @@ def uncovered_set(events: pd.DataFrame, windows: pd.DataFrame | None, *,
 def collectives_of_ranks(comm: Mapping[int, pd.DataFrame], uncovered: Mapping[int, pd.DataFrame], *,
                          group_sizes: Mapping[str, int] | None = None,
                          groups_of: Mapping[int, Mapping[str, str]] | None = None,
-                         config: MatchConfig = MatchConfig()) -> CollectiveReport:
+                         config: MatchConfig = MatchConfig(),
+                         windows: Mapping[int, pd.DataFrame] | None = None) -> CollectiveReport:
     """The reduce of `analyze_collectives` on small per-rank tables: comm (matching.comm_rows) and
-    uncovered (`uncovered_set`), both keyed by rank."""
+    uncovered (`uncovered_set`), both keyed by rank; windows (rank -> step windows) clip wait and
+    transfer time as comm time is clipped."""
     ranks = sorted(int(r) for r in comm)
     comm = pd.concat([comm[r] for r in ranks], ignore_index=True)
     if len(ranks) < 2 or comm["rank"].nunique() < 2:
         # One rank: nothing to match, and no clock to align against.
         empty = _empty(COLLECTIVE_COLUMNS)
         return CollectiveReport(empty, stragglers(empty), _unmatched_counts(comm.iloc[:0]),
-                                {r: 0 for r in ranks}, [])
+                                {r: 0 for r in ranks}, [], wait_transfer_time(_empty(_TIMED_COLUMNS), {}))
+    if "device" not in comm.columns:
+        comm = comm.assign(device=False)
+    inferred = None
     if groups_of:
+        before = comm["group"]
         comm = infer_groups(comm, groups_of)
+        if not comm["group"].equals(before):
+            inferred = comm[["rank", "row", "group"]]
     matched = match_collectives(comm, config, ranks)
     offsets = matched.clock.offsets_ns
     rows = _wait_transfer(matched.rows, offsets)
     rows = _exposed(rows, uncovered)
     rows = _bandwidth(rows, group_sizes or {})
+    timed = wait_transfer_time(rows[list(_TIMED_COLUMNS)].assign(
+        start_ns=rows["recorded_start_ns"], end_ns=rows["recorded_end_ns"]), uncovered, windows)
     out = rows.sort_values(["instance_start_ns", "instance", "rank"], kind="stable")
     out["instance"] = pd.factorize(out["instance"])[0].astype(np.int64)
     out = out[list(COLLECTIVE_COLUMNS)].reset_index(drop=True)
     strag = stragglers(out)
     unmatched = _unmatched_counts(matched.unmatched)
-    notes = diagnose(out, strag, unmatched, matched.clock.unaligned, len(comm))
+    notes = diagnose(out, timed, strag, unmatched, matched.clock.unaligned, len(comm))
     unknown = out[(out["group"] == "") & (out["ranks"] > 2)]
     if len(group_sizes or {}) > 1 and len(unknown):
         # gloo records no process group: with several groups, ranks of different groups look alike.
         notes.append(f"{unknown['instance'].nunique()} collectives name no process group while the run has "
                      f"{len(group_sizes)}: they were matched across every rank that ran them, "
                      "which mixes groups in 2-D layouts")
-    return CollectiveReport(out, strag, unmatched, offsets, notes)
+    return CollectiveReport(out, strag, unmatched, offsets, notes, timed, inferred)
+
+
+_TIMED_COLUMNS = ("rank", "group", "collective", "op", "instance", "start_ns", "split_ns", "end_ns")
 
 
 def _empty(columns: tuple[str, ...]) -> pd.DataFrame:
     text = {"group", "collective", "op", "match"}
-    return pd.DataFrame({c: pd.Series(dtype=object if c in text else bool if c == "last_arrival"
+    return pd.DataFrame({c: pd.Series(dtype=object if c in text else bool if c in ("last_arrival", "device")
                                       else np.float64 if c.endswith("_gbps") else np.int64) for c in columns})
 
 
@@ -157,6 +178,7 @@ def _exposed(rows: pd.DataFrame, uncovered: Mapping[int, pd.DataFrame]) -> pd.Da
     rows = rows.copy()
     rows["exposed_wait_ns"] = np.int64(0)
     rows["exposed_transfer_ns"] = np.int64(0)
+    rows["split_ns"] = np.int64(0)  # where the wait ends and the transfer begins, in recorded time
     for rank, sub in rows.groupby("rank"):
         u = uncovered[int(rank)]
         gaps = iv.Intervals(u["start_ns"].to_numpy(np.int64), u["end_ns"].to_numpy(np.int64))
@@ -164,6 +186,7 @@ def _exposed(rows: pd.DataFrame, uncovered: Mapping[int, pd.DataFrame]) -> pd.Da
         s = sub["recorded_start_ns"].to_numpy(np.int64)
         e = sub["recorded_end_ns"].to_numpy(np.int64)
         split = np.clip(sub["last_start_ns"].to_numpy(np.int64) - (sub["start_ns"].to_numpy() - s), s, e)
+        rows.loc[sub.index, "split_ns"] = split
         rows.loc[sub.index, "exposed_wait_ns"] = iv.overlap_lengths(s, split, gaps)
         rows.loc[sub.index, "exposed_transfer_ns"] = iv.overlap_lengths(split, e, gaps)
     return rows
@@ -189,12 +212,19 @@ def _bandwidth(rows: pd.DataFrame, group_sizes: Mapping[str, int]) -> pd.DataFra
     return rows
 
 
+def _lateness_rows(collectives: pd.DataFrame) -> pd.DataFrame:
+    """The rows that say who is late: collectives of >= 2 ranks, CPU p2p left out (see `stragglers`)."""
+    cpu_p2p = collectives["collective"].isin(P2P).to_numpy() & ~on_device(collectives)
+    return collectives[(collectives["ranks"].to_numpy() >= 2) & ~cpu_p2p]
+
+
 def stragglers(collectives: pd.DataFrame) -> pd.DataFrame:
     """Per rank: unique last arrivals and mean lateness (own start - earliest start), collectives of >= 2 ranks.
 
-    p2p is left out: in a pipeline the receiver posts first by design, and its cost is the bubble's.
+    NCCL p2p counts (a late send or recv holds its peer's kernel); CPU p2p is left out: gloo's
+    buffered send returns before its recv is posted, so its start says nothing about lateness.
     """
-    multi = collectives[(collectives["ranks"].to_numpy() >= 2) & ~collectives["collective"].isin(P2P).to_numpy()]
+    multi = _lateness_rows(collectives)
     if multi.empty:
         return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in STRAGGLER_COLUMNS}).astype(
             {"mean_lateness_ns": np.float64})
@@ -215,19 +245,32 @@ def _unmatched_counts(unmatched: pd.DataFrame) -> pd.DataFrame:
     return out.rename("count").reset_index().astype({"rank": np.int64, "count": np.int64})
 
 
-def diagnose(collectives: pd.DataFrame, strag: pd.DataFrame, unmatched: pd.DataFrame,
+def straggler(collectives: pd.DataFrame, strag: pd.DataFrame) -> dict | None:
+    """The straggler, when there is one: the rank with the most last arrivals (`stragglers`' first row),
+    if it is last at >= 3 collectives and at twice its chance share of them (three quarters at most).
+    By chance a rank is last in 1/n of its n-rank collectives: 2-rank groups give it half of them.
+    Returns rank, last_arrivals, collectives, chance (expected last arrivals), mean_lateness_ns."""
+    if strag is None or strag.empty or collectives.empty:
+        return None
+    top = strag.iloc[0]
+    multi = _lateness_rows(collectives)
+    chance = float((1.0 / multi["ranks"][multi["rank"] == top["rank"]]).sum())
+    last, of = int(top["last_arrivals"]), int(top["collectives"])
+    if last < 3 or last < min(0.75 * of, 2 * chance):
+        return None
+    return {"rank": int(top["rank"]), "last_arrivals": last, "collectives": of, "chance": chance,
+            "mean_lateness_ns": float(top["mean_lateness_ns"])}
+
+
+def diagnose(collectives: pd.DataFrame, wait_transfer: pd.DataFrame, strag: pd.DataFrame, unmatched: pd.DataFrame,
              unaligned: list[int], n_comm: int) -> list[str]:
     notes: list[str] = []
-    with_last = int(strag["last_arrivals"].sum()) if len(strag) else 0
-    if len(strag) and with_last >= 3:
-        top = strag.iloc[0]
-        # Chance gives each of n ranks 1/n of the last arrivals; flag a rank with twice its share
-        # (three quarters at most, so two ranks need a clear pattern).
-        share = min(0.75, 2 / len(strag))
-        if top["last_arrivals"] >= share * with_last:
-            notes.append(f"rank {int(top['rank'])} arrives last at {int(top['last_arrivals'])} of {with_last} "
-                         f"collectives ({top['mean_lateness_ns'] / 1e6:.3g} ms late on average): it is the straggler")
-    waits = collectives.loc[~collectives["collective"].isin(P2P), ["exposed_wait_ns", "exposed_transfer_ns"]].sum()
+    top = straggler(collectives, strag)
+    if top is not None:
+        notes.append(f"rank {top['rank']} arrives last at {top['last_arrivals']} of its {top['collectives']} "
+                     f"collectives (chance: {top['chance']:.3g}; {top['mean_lateness_ns'] / 1e6:.3g} ms late on "
+                     "average): it is the straggler, the other ranks wait for it")
+    waits = wait_transfer.loc[~wait_transfer["collective"].isin(P2P), ["exposed_wait_ns", "exposed_transfer_ns"]].sum()
     if waits.sum() > 0 and waits["exposed_wait_ns"] > waits["exposed_transfer_ns"]:
         notes.append(f"{100 * waits['exposed_wait_ns'] / waits.sum():.0f}% of exposed matched comm is waiting for "
                      "other ranks, not transfer: fix the imbalance before the network")
@@ -237,9 +280,21 @@ def diagnose(collectives: pd.DataFrame, strag: pd.DataFrame, unmatched: pd.DataF
         notes.append(f"{lost} of {n_comm} comm events could not be matched across ranks: "
                      + "; ".join(f"{int(c)} {r}" for r, c in why.items()))
     if unaligned:
-        notes.append(f"ranks {', '.join(map(str, unaligned))} share no matched collective with the others: "
-                     "their clocks are used as recorded")
+        notes.append(_unaligned_note(collectives, unaligned))
     return notes
+
+
+def _unaligned_note(collectives: pd.DataFrame, unaligned: list[int]) -> str:
+    """What was and was not aligned, and why: clock offsets come from collectives, not p2p (matching.py)."""
+    many = len(unaligned) > 1
+    who = f"rank{'s' if many else ''} {', '.join(map(str, unaligned))}"
+    if (collectives["rank"].isin(unaligned) & collectives["collective"].isin(P2P)).any():
+        why = (f"{'they exchange' if many else 'it exchanges'} only send/recv with the other ranks, which aligns "
+               "no clock (gloo's buffered send can end before its recv starts); the send/recv pairs are still "
+               "matched, by order")
+    else:
+        why = f"{'they share' if many else 'it shares'} no matched collective with the other ranks"
+    return f"clocks not aligned for {who}: {why}. Recorded times are used: exact when the ranks share one host's clock"
 
 
 def design_records(collectives: pd.DataFrame) -> list[dict]:

@@ -42,6 +42,7 @@ def rank_parts(events: pd.DataFrame, windows: pd.DataFrame, *,
     spans and stage bubbles. sets: `lane_sets(events)` when known."""
     sets = sets or lane_sets(events)
     return {"comm": comm_rows(events), "uncovered": uncovered_set(events, windows, sets=sets),
+            "windows": windows[["start_ns", "end_ns"]],
             "prefetch": prefetch_gaps(events, windows, sets=sets), "spans": microbatch_spans(events),
             "stage_bubbles": stage_bubbles(events, windows, sets=sets)}
 
@@ -55,13 +56,15 @@ def _numbered(frame: pd.DataFrame, rank: int) -> pd.DataFrame:
 
 def cross_rank_sections(run: Run, parts: Sequence[Mapping[str, pd.DataFrame]]) -> dict[str, Any]:
     """Keyword arguments for `Analysis`: collectives, stragglers, unmatched, clock_offsets_ns,
-    prefetch, bubbles, pipeline_spans, diagnoses. parts: `rank_parts` of each rank, in run.ranks
+    prefetch, bubbles, pipeline_spans, diagnoses; and comm_groups (the process group of every comm
+    row, inferred where the trace names none, or None), which `combine` uses for by_group. parts: `rank_parts` of each rank, in run.ranks
     (rank) order."""
     ranks = [t.rank for t in run.ranks]
     groups_of = rank_groups((t.rank, t.meta.get("pg_config") or []) for t in run.ranks)
     coll = collectives_of_ranks({r: _numbered(p["comm"], r) for r, p in zip(ranks, parts)},
                                 {r: p["uncovered"] for r, p in zip(ranks, parts)},
-                                group_sizes=group_sizes(run), groups_of=groups_of)
+                                group_sizes=group_sizes(run), groups_of=groups_of,
+                                windows={r: p["windows"] for r, p in zip(ranks, parts)})
     prefetch = pd.concat([_numbered(p["prefetch"], r) for r, p in zip(ranks, parts)], ignore_index=True)
     # A rank without events keeps the rank -1 stage_bubbles gives it (as analyzing its table does).
     bubbles, spans, bubble_notes = bubbles_of_ranks(
@@ -70,25 +73,28 @@ def cross_rank_sections(run: Run, parts: Sequence[Mapping[str, pd.DataFrame]]) -
                  for r, p, t in zip(ranks, parts, run.ranks)],
         run.manifest, len(ranks))
     return {
-        "collectives": coll.collectives, "stragglers": coll.stragglers, "unmatched": coll.unmatched,
+        "collectives": coll.collectives, "wait_transfer": coll.wait_transfer, "stragglers": coll.stragglers, "unmatched": coll.unmatched,
         "clock_offsets_ns": coll.clock_offsets_ns, "prefetch": prefetch, "bubbles": bubbles,
         "pipeline_spans": spans,
         "diagnoses": coll.diagnoses + prefetch_diagnoses(prefetch) + bubble_notes,
+        "comm_groups": coll.comm_groups,
     }
 
 
-def collective_summary(collectives: pd.DataFrame) -> pd.DataFrame:
+def collective_summary(collectives: pd.DataFrame, wait_transfer: pd.DataFrame) -> pd.DataFrame:
     """Per (group, collective, op) over all ranks: collectives, rows, wait/transfer and their exposed
-    parts (ns, summed), median per-collective busbw. Worst exposed first."""
+    parts (ns; per rank the time of the key, wait_transfer.py, summed over ranks), median
+    per-collective busbw. Worst exposed first."""
     cols = ["group", "collective", "op", "collectives", "rows", "wait_ns", "transfer_ns", "exposed_wait_ns",
             "exposed_transfer_ns", "median_busbw_gbps"]
     if collectives.empty:
         return pd.DataFrame(columns=cols)
-    g = collectives.groupby(["group", "collective", "op"], as_index=False, observed=True)
-    out = g.agg(collectives=("instance", "nunique"), rows=("rank", "size"), wait_ns=("wait_ns", "sum"),
-                transfer_ns=("transfer_ns", "sum"), exposed_wait_ns=("exposed_wait_ns", "sum"),
-                exposed_transfer_ns=("exposed_transfer_ns", "sum"),
-                median_busbw_gbps=("instance_busbw_gbps", "median"))
+    keys = ["group", "collective", "op"]
+    out = collectives.groupby(keys, as_index=False, observed=True).agg(
+        collectives=("instance", "nunique"), rows=("rank", "size"), median_busbw_gbps=("instance_busbw_gbps", "median"))
+    times = wait_transfer.groupby(keys, as_index=False, observed=True)[
+        ["wait_ns", "transfer_ns", "exposed_wait_ns", "exposed_transfer_ns"]].sum()
+    out = out.merge(times, on=keys, how="left")
     exposed = out["exposed_wait_ns"] + out["exposed_transfer_ns"]
     return out.assign(_e=exposed).sort_values(["_e", "group"], ascending=[False, True], kind="stable") \
         .drop(columns="_e").reset_index(drop=True)[cols]

@@ -20,6 +20,7 @@ move it), then from all final matches.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Mapping, NamedTuple
 
@@ -31,11 +32,14 @@ from .clock import ClockOffsets, estimate_offsets
 from ..core.codes import codes_names, isin, per_name, shared_codes
 
 P2P = ("send", "recv")
+# torch's ProcessGroupNCCL names p2p ops by the group ranks of both ends.
+_SEND_OP = re.compile(r"\bsend (\d+)->(\d+)")
+_RECV_OP = re.compile(r"\brecv (\d+)<-(\d+)")
 # Launching ranges that name the operation torch performed (not the model part that asked for it).
 OP_PREFIXES = ("nccl:", "c10d::")
 
 COMM_COLUMNS = ("rank", "row", "group", "collective", "op", "bytes", "seq",
-                "start_ns", "end_ns", "order_ns", "step")
+                "start_ns", "end_ns", "order_ns", "step", "device")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,11 +93,35 @@ def comm_rows(events: pd.DataFrame) -> pd.DataFrame:
         # Issue order: the launch on the CPU (same program order on every rank), else the start.
         "order_ns": np.where(launch_ns >= 0, launch_ns, start),
         "step": events["step"].to_numpy(np.int64)[rows],
+        # On a device stream (NCCL): a p2p kernel spins until its peer's runs, so both end together.
+        "device": per_name(events["lane"], lambda n: n.startswith("stream:"), dtype=bool)[rows],
     })
 
 
+def op_peers(op: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) of each p2p op torch names `nccl:send A->B` / `nccl:recv B<-A` (ranks in the
+    group), -1 where the op does not say."""
+    src = np.full(len(op), -1, dtype=np.int64)
+    dst = np.full(len(op), -1, dtype=np.int64)
+    if len(op) == 0:
+        return src, dst
+    codes, uniques = pd.factorize(np.asarray(op, dtype=object))
+    pairs = np.full((len(uniques), 2), -1, dtype=np.int64)
+    for i, name in enumerate(uniques):  # once per distinct op name
+        m = _SEND_OP.search(str(name))
+        if m:
+            pairs[i] = (int(m.group(1)), int(m.group(2)))
+        elif (m := _RECV_OP.search(str(name))):
+            pairs[i] = (int(m.group(2)), int(m.group(1)))
+    return pairs[codes, 0], pairs[codes, 1]
+
+
 def stream_keys(comm: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(key, reason) per comm row; reason is non-empty where no stream can hold the row."""
+    """(key, reason) per comm row; reason is non-empty where no stream can hold the row.
+
+    A p2p row's stream is its direction in its group, `group|p2p|src->dst`: from the op's own
+    ranks (`nccl:send 0->1`; group ranks) when every p2p row of the group has them, else - in a
+    group where exactly two ranks do p2p - from those two ranks (global)."""
     group = comm["group"].to_numpy(object).astype(str)
     coll = comm["collective"].to_numpy(object).astype(str)
     key = np.char.add(np.char.add(np.char.add(group, "|"), np.char.add(coll, "|")), comm["op"].to_numpy(object).astype(str))
@@ -102,15 +130,19 @@ def stream_keys(comm: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     p2p = np.isin(coll, P2P)
     if p2p.any():
         rank = comm["rank"].to_numpy(np.int64)
+        op_src, op_dst = op_peers(comm["op"].to_numpy(object))
         for g in np.unique(group[p2p]):
             sel = p2p & (group == g)
             peers = np.unique(rank[sel])
-            if peers.size != 2:
+            if g and (op_src[sel] >= 0).all():
+                src, dst = op_src[sel], op_dst[sel]
+            elif peers.size == 2:
+                other = np.where(rank[sel] == peers[0], peers[1], peers[0])
+                src = np.where(coll[sel] == "send", rank[sel], other)
+                dst = np.where(coll[sel] == "send", other, rank[sel])
+            else:
                 reason[sel] = f"p2p peer unknown ({peers.size} ranks of the group do p2p)"
                 continue
-            other = np.where(rank[sel] == peers[0], peers[1], peers[0])
-            src = np.where(coll[sel] == "send", rank[sel], other)
-            dst = np.where(coll[sel] == "send", other, rank[sel])
             key[sel] = np.char.add(np.char.add(f"{g}|p2p|", src.astype(str)),
                                    np.char.add("->", dst.astype(str))).astype(object)
     return key, reason
@@ -131,12 +163,17 @@ def match_collectives(comm: pd.DataFrame, config: MatchConfig = MatchConfig(),
     for key, sub in comm[comm["reason"] == ""].groupby("key", sort=False):
         _match_by_seq_or_order(comm, key, sub, pending)
     clock = estimate_offsets(_instances(comm), ranks)
-    # An order match where some rank ended before another started is not one collective.
-    pending += _impossible_keys(comm, clock.offsets_ns)
+    # An order match where some rank ended before another started is not one collective; its
+    # wrong pairs must not steer the clocks the time match relies on: estimate again without them.
+    impossible = _impossible_keys(comm, clock.offsets_ns)
+    pending += impossible
     for key in pending:
         sel = (comm["key"] == key).to_numpy()
         comm.loc[sel, "label"] = -1
         comm.loc[sel, "match"] = ""
+    if impossible:
+        clock = estimate_offsets(_instances(comm), ranks)
+    for key in pending:
         _match_by_time(comm, key, clock.offsets_ns, config)
     clock = estimate_offsets(_instances(comm), ranks)
 
@@ -182,8 +219,9 @@ def _comparable_bytes(rows: pd.DataFrame) -> np.ndarray:
 
 
 def _instances(comm: pd.DataFrame) -> pd.DataFrame:
-    """Matched ends that tie clocks together: p2p is left out (an eager send ends before its recv)."""
-    m = comm[(comm["label"].to_numpy() >= 0) & ~_is_p2p(comm)]
+    """Matched ends that tie clocks together: CPU p2p is left out (gloo's eager send ends before its
+    recv starts); NCCL p2p kernels end together, so they align pipeline-only runs."""
+    m = comm[(comm["label"].to_numpy() >= 0) & ~(_is_p2p(comm) & ~on_device(comm))]
     return pd.DataFrame({"instance": _instance_ids(m), "rank": m["rank"].to_numpy(),
                          "start_ns": m["start_ns"].to_numpy(), "end_ns": m["end_ns"].to_numpy()})
 
@@ -192,6 +230,11 @@ def _instance_ids(m: pd.DataFrame) -> np.ndarray:
     if m.empty:
         return np.empty(0, np.int64)
     return m.groupby(["key", "label"], sort=False).ngroup().to_numpy(np.int64)
+
+
+def on_device(comm: pd.DataFrame) -> np.ndarray:
+    """Comm rows that ran on a device stream (False for tables made without the column)."""
+    return comm["device"].to_numpy(bool) if "device" in comm.columns else np.zeros(len(comm), bool)
 
 
 def _is_p2p(comm: pd.DataFrame) -> np.ndarray:

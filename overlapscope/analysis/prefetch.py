@@ -23,7 +23,7 @@ from ..core.codes import codes_names, isin, shared_codes
 from .overlap import lane_sets
 
 PREFETCH_COLUMNS = ("rank", "step", "unit", "pass", "prefetch_gap_ns", "lead_ns",
-                    "all_gather_start_ns", "all_gather_end_ns", "first_compute_ns", "prev_end_ns")
+                    "all_gather_start_ns", "all_gather_end_ns", "first_compute_ns", "prev_end_ns", "prefetched")
 # torch's FSDPParamGroup._with_fqn: "FSDP::<label>", then " (<fqn>)" unless the root module, then
 # " [pg=<n>]" when a module has several parameter groups (2-D meshes).
 _LABEL = re.compile(r"^FSDP::(all_gather|all_gather_copy_out|pre_forward|pre_backward)(?: \((.*)\))?(?: \[pg=\d+\])?$")
@@ -142,13 +142,16 @@ def prefetch_gaps(events: pd.DataFrame, windows: pd.DataFrame, *,
         "all_gather_end_ns": ag_end,
         "first_compute_ns": first_ns,
         "prev_end_ns": prev_end,
+        # Issued before the unit's own pre-forward/pre-backward began: by a prefetch (FSDP's
+        # forward/backward prefetch or an explicit unshard), not on demand when the unit ran.
+        "prefetched": a["start_ns"].to_numpy(np.int64) < use["start_ns"].to_numpy(np.int64),
     })
     return out.sort_values("first_compute_ns", kind="stable").reset_index(drop=True)
 
 
 def _empty() -> pd.DataFrame:
     types = {c: np.int64 for c in PREFETCH_COLUMNS}
-    types.update(unit=object, **{"pass": object})
+    types.update(unit=object, prefetched=bool, **{"pass": object})
     return pd.DataFrame({c: pd.Series(dtype=t) for c, t in types.items()})
 
 
@@ -181,18 +184,44 @@ def compress_units(units: list[str]) -> str:
     return ", ".join(parts + sorted(set(plain)))
 
 
+# Where each pass's prefetch is turned on (torch.distributed.fsdp.FSDPModule; the reference runs' flag).
+PREFETCH_KNOBS = {
+    "forward": "FSDP2 `module.set_modules_to_forward_prefetch([next modules])`, or `unshard(async_op=True)` "
+               "ahead of use; the reference runs: `--prefetch N`",
+    "backward": "FSDP2 `module.set_modules_to_backward_prefetch([previous modules])`; "
+                "the reference runs: `--prefetch N`",
+}
+
+
 def diagnose(prefetch: pd.DataFrame, config: PrefetchConfig = PrefetchConfig()) -> list[str]:
-    """One line per pass whose all-gathers arrive late on average."""
+    """One line per pass and cause whose all-gathers arrive late on average: not prefetched at all
+    (issued on demand in the unit's own pre-hook: prefetch is off, and the knob that turns it on), or
+    prefetched but still late (issued too close to its use)."""
     notes = []
     for pass_ in ("forward", "backward"):
         rows = prefetch[(prefetch["pass"] == pass_) & (prefetch["prefetch_gap_ns"] > 0)]
         if rows.empty or rows["prefetch_gap_ns"].mean() < config.min_gap_ns:
             continue
-        per_unit = rows.groupby("unit")["prefetch_gap_ns"].mean()
-        units = [u for u in per_unit.index if per_unit[u] >= config.min_gap_ns]
-        label = compress_units(units)
-        if all(re.fullmatch(r"\d+(-\d+)?", p) for p in label.split(", ")):
-            label = f"unit{'s' if len(units) > 1 else ''} {label}"
-        notes.append(f"{pass_} all-gathers of {label} arrive {rows['prefetch_gap_ns'].mean() / 1e6:.3g} ms late "
-                     "on average: prefetch is not issued early enough")
+        prefetched = rows["prefetched"].astype(bool) if "prefetched" in rows else pd.Series(True, index=rows.index)
+        for issued, part in ((False, rows[~prefetched]), (True, rows[prefetched])):
+            per_unit = part.groupby("unit")["prefetch_gap_ns"].mean()
+            units = [u for u in per_unit.index if per_unit[u] >= config.min_gap_ns]
+            if not units:
+                continue
+            late = part[part["unit"].isin(units)]["prefetch_gap_ns"].mean() / 1e6
+            what = f"{pass_} all-gathers of {_unit_label(units)}"
+            if issued:
+                notes.append(f"{what} are prefetched but arrive {late:.3g} ms late on average: prefetch is not "
+                             "issued early enough (prefetch more modules ahead)")
+            else:
+                notes.append(f"{what} are not prefetched (issued on demand when the unit runs) and arrive "
+                             f"{late:.3g} ms late on average: {pass_} prefetch is off for them "
+                             f"(turn it on with {PREFETCH_KNOBS[pass_]})")
     return notes
+
+
+def _unit_label(units: list[str]) -> str:
+    label = compress_units(units)
+    if all(re.fullmatch(r"\d+(-\d+)?", p) for p in label.split(", ")):
+        label = f"unit{'s' if len(units) > 1 else ''} {label}"
+    return label

@@ -15,6 +15,16 @@ OVERLAP_COLUMNS = (
     "exposed_comm_ns", "exposed_memcpy_ns", "idle_ns",
 )
 
+NO_KEY_LABELS = {"group": "(no group)", "scope": "(no enclosing range)", "op": "-"}
+"""How every report and the dashboard spell an empty key: a trace that names no process group, comm
+launched outside any range, a collective launched by no op range. One spelling each, everywhere."""
+
+
+def key_label(key: object, column: str) -> str:
+    """The key as shown: itself, or NO_KEY_LABELS' words for an empty one ("(unknown)" otherwise)."""
+    text = "" if key is None else str(key)
+    return text or NO_KEY_LABELS.get(column, "(unknown)")
+
 
 @dataclass
 class Analysis:
@@ -43,6 +53,10 @@ class Analysis:
     collectives: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Cross-rank: one row per (collective instance, rank): group, seq, collective, bytes, rank, start_ns,
     end_ns, wait_ns, transfer_ns, exposed_wait_ns, exposed_transfer_ns, algbw_gbps, busbw_gbps."""
+    wait_transfer: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """rank, group, collective, op, collectives, wait_ns, transfer_ns, exposed_wait_ns, exposed_transfer_ns:
+    per rank and key, wait and transfer as lengths of time (unions, so wait + transfer <= comm even where
+    collectives of one key run at once; analysis/wait_transfer.py). What tables and the dashboard sum."""
     stragglers: pd.DataFrame = field(default_factory=pd.DataFrame)
     """rank, last_arrivals, mean_lateness_ns; worst first."""
     unmatched: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -61,6 +75,11 @@ class Analysis:
     moe_layers: pd.DataFrame = field(default_factory=pd.DataFrame)
     """rank, step, layer, microbatch, phase (dispatch|combine), pass (forward|backward), count, comm_ns,
     exposed_comm_ns: the comm launched under the MoE labels `moe:L<l>:mb<m>:<phase>[:bwd]`."""
+    moe_passes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """rank, step, pass, count, comm_ns, exposed_comm_ns: the union of all MoE-labelled comm of a pass
+    (exposed dispatch+combine; per-key rows of moe_layers overlap when micro-batches overlap)."""
+    ring_passes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """rank, step, pass, count, comm_ns, exposed_comm_ns: the union of all ring-step comm of a pass."""
     ring_steps: pd.DataFrame = field(default_factory=pd.DataFrame)
     """rank, step, layer, ring_step, pass, count, comm_ns, exposed_comm_ns, hidden_ns, attn_ns,
     hidden_by_attn_ns: ring-attention p2p per ring step (labels `ring:L<l>:step<k>[:bwd]`)."""

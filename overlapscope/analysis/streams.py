@@ -1,17 +1,25 @@
-"""Collectives on a compute stream: they serialize with the kernels around them and cannot overlap."""
+"""Collectives on a compute stream: they serialize with the kernels around that stream.
+
+They can still overlap compute on other streams, so the diagnosis "cannot overlap" is given only
+where they did not (at most NO_OVERLAP_FRACTION of their time overlapped any compute).
+"""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from ..core import intervals as iv
 from ..core.codes import codes_names, isin, per_name
 
+NO_OVERLAP_FRACTION = 0.05
 
-def comm_on_compute_lanes(events: pd.DataFrame) -> pd.DataFrame:
+
+def comm_on_compute_lanes(events: pd.DataFrame, compute: iv.Intervals | None = None) -> pd.DataFrame:
     """Device lanes (streams) that run both comm and compute kernels.
 
-    Columns lane, comm_count, comm_ns (summed kernel durations). Empty when every collective has a
-    stream of its own, as NCCL normally does.
+    Columns lane, comm_count, comm_ns (summed kernel durations), overlapped_ns (their time that
+    overlapped the rank's compute, any stream; compute: the merged compute set when known). Empty
+    when every collective has a stream of its own, as NCCL normally does.
     """
     # Lanes decided per distinct lane (categorical codes), not per event.
     lane, lane_names = codes_names(events["lane"])
@@ -20,15 +28,22 @@ def comm_on_compute_lanes(events: pd.DataFrame) -> pd.DataFrame:
     compute_lane[lane[on_stream & isin(events["kind"], ("compute",))]] = True
     comm = np.flatnonzero(on_stream & isin(events["kind"], ("comm",)) & compute_lane[lane])
     if comm.size == 0:
-        return pd.DataFrame({"lane": [], "comm_count": np.array([], np.int64), "comm_ns": np.array([], np.int64)})
-    dur = events["end_ns"].to_numpy(np.int64)[comm] - events["start_ns"].to_numpy(np.int64)[comm]
-    out = pd.DataFrame({"lane": lane_names[lane[comm]], "dur": dur})
+        return pd.DataFrame({"lane": [], "comm_count": np.array([], np.int64), "comm_ns": np.array([], np.int64),
+                             "overlapped_ns": np.array([], np.int64)})
+    start = events["start_ns"].to_numpy(np.int64)
+    end = events["end_ns"].to_numpy(np.int64)
+    if compute is None:
+        sel = isin(events["kind"], ("compute",))
+        compute = iv.merge(start[sel], end[sel])
+    # Kernels of one stream never overlap each other: per-kernel overlaps add up without double counting.
+    out = pd.DataFrame({"lane": lane_names[lane[comm]], "dur": end[comm] - start[comm],
+                        "over": iv.overlap_lengths(start[comm], end[comm], compute)})
     return (out.groupby("lane", as_index=False)
-            .agg(comm_count=("dur", "size"), comm_ns=("dur", "sum"))
+            .agg(comm_count=("dur", "size"), comm_ns=("dur", "sum"), overlapped_ns=("over", "sum"))
             .sort_values("comm_ns", ascending=False, kind="stable").reset_index(drop=True))
 
 
 def diagnose(rank: int, lanes: pd.DataFrame) -> list[str]:
     return [f"rank {rank}: {int(r.comm_count)} collective kernel(s), {r.comm_ns / 1e6:.3f} ms, run on "
             f"{r.lane}, which also runs compute: they cannot overlap anything there"
-            for r in lanes.itertuples(index=False)]
+            for r in lanes.itertuples(index=False) if r.overlapped_ns <= NO_OVERLAP_FRACTION * r.comm_ns]

@@ -1,12 +1,17 @@
 """Step windows W_s (DESIGN.md "Steps"): device time on GPU traces, the CPU step range on CPU traces."""
 from __future__ import annotations
 
+import dataclasses
+import logging
+
 import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
 from ..core.table import RankTrace
 from ..core.codes import isin
+
+log = logging.getLogger(__name__)
 
 # Kinds that occupy a lane of work: what the windows must cover (sync and CPU ops do not).
 WORK_KINDS = ("compute", "comm", "memcpy", "memset")
@@ -29,9 +34,40 @@ def step_windows(trace: RankTrace, *, no_steps: bool = False) -> pd.DataFrame:
         raise TraceError("no device or CPU activity (no kernels, memcpy, compute or comm events)", trace.source)
     if no_steps or trace.steps.empty:
         return _frame([-1], [work["start_ns"].min()], [work["end_ns"].max()])
+    if trace.meta.get("incomplete"):
+        work, trace = _complete_steps(work, trace)
     if trace.device == "gpu":
         return _device_windows(work, trace)
     return _cpu_windows(work, trace)
+
+
+def _complete_steps(work: pd.DataFrame, trace: RankTrace) -> tuple[pd.DataFrame, RankTrace]:
+    """A rank the run manifest marks incomplete (it raised or stopped mid-capture): its last step
+    was cut short and later ones may hold nothing. Analyze the steps before the last that hold
+    work; record the others in trace.meta["partial"] (the report says which steps are missing)."""
+    steps = trace.steps.sort_values("start_ns", kind="stable")
+    numbers = steps["step"].to_numpy()
+    starts, ends = steps["start_ns"].to_numpy(np.int64), steps["end_ns"].to_numpy(np.int64)
+    ws, we = np.sort(work["start_ns"].to_numpy(np.int64)), np.sort(work["end_ns"].to_numpy(np.int64))
+    if trace.device == "gpu":
+        has_work = np.isin(numbers, work["step"].to_numpy())
+    else:
+        has_work = np.searchsorted(ws, ends, side="left") - np.searchsorted(we, starts, side="right") > 0
+    keep = has_work.copy()
+    keep[-1] = False  # the step the rank was in when it stopped
+    trace.meta["partial"] = {"analyzed_steps": numbers[keep].tolist(), "cut_short_step": int(numbers[-1]),
+                             "empty_steps": numbers[:-1][~has_work[:-1]].tolist()}
+    log.warning(
+        "%s: rank %d stopped before its capture ended (run manifest: complete false): step %d was cut short%s; "
+        "analyzing step%s %s", trace.source, trace.rank, numbers[-1],
+        f", steps {', '.join(map(str, trace.meta['partial']['empty_steps']))} are empty"
+        if trace.meta["partial"]["empty_steps"] else "", "s" if keep.sum() != 1 else "",
+        ", ".join(map(str, numbers[keep].tolist())) or "none")
+    if not keep.any():
+        raise TraceError("stopped before its capture ended (run manifest: complete false) and has no whole step "
+                         "to analyze", trace.source)
+    work = work.assign(step=np.where(np.isin(work["step"].to_numpy(), numbers[keep]), work["step"].to_numpy(), -1))
+    return work, dataclasses.replace(trace, steps=steps[keep].reset_index(drop=True))
 
 
 def _device_windows(work: pd.DataFrame, trace: RankTrace) -> pd.DataFrame:
@@ -43,6 +79,12 @@ def _device_windows(work: pd.DataFrame, trace: RankTrace) -> pd.DataFrame:
                          "(use --no-steps to analyze the whole trace as one window)", trace.source)
     per_step = in_step.groupby("step", observed=True).agg(
         first_ns=("start_ns", "min"), last_end_ns=("end_ns", "max")).sort_values("first_ns")
+    # A step range that launched no device work has no device window (real traces end with one: the
+    # range the profiler opened for a step it then stopped in). Said, never silently skipped.
+    idle = np.setdiff1d(trace.steps["step"].to_numpy(), per_step.index.to_numpy())
+    if idle.size:
+        log.warning("%s: step%s %s launched no device work (no kernel, memcpy or memset launched inside the "
+                    "range); left out", trace.source, "s" if idle.size > 1 else "", ", ".join(map(str, idle[:8])))
     firsts = per_step["first_ns"].to_numpy(np.int64)
     ends = np.append(firsts[1:], per_step["last_end_ns"].to_numpy(np.int64)[-1])
     return _frame(per_step.index.to_numpy(), firsts, ends)

@@ -1,6 +1,7 @@
 """`overlapscope profile [--out DIR] [--steps N] [--skip-first K] [--nsys] [--force] -- CMD...`"""
 from __future__ import annotations
 
+import logging
 import shlex
 import sys
 from pathlib import Path
@@ -33,8 +34,10 @@ def profile(out_dir: Path, steps: int, skip_first: int, nsys: bool, force: bool,
         require("torch", "`overlapscope profile`")
         from .launcher import ProfileOptions, run_profile
 
+        # -v (the CLI group's log level) shows the profiler's and torchrun's own lines too
+        quiet = not logging.getLogger().isEnabledFor(logging.INFO)
         rc, written = run_profile(list(cmd), ProfileOptions(out_dir=out_dir, steps=steps, skip_first=skip_first,
-                                                            nsys=nsys, force=force))
+                                                            nsys=nsys, force=force, quiet=quiet))
     except OverlapscopeError as exc:
         click.echo(f"overlapscope: error: {exc}", err=True)
         sys.exit(2)

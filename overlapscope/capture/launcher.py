@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import OverlapscopeError
 from . import manifest
+from .quiet import ChatterFilter
 from .profiler import ENV_NSYS, ENV_OUT, ENV_SKIP_FIRST, ENV_STEPS
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,9 @@ class ProfileOptions:
     """Run each rank under `nsys profile` and export SQLite; Kineto then traces the CPU only."""
     force: bool = False
     """Write into a non-empty output directory (removing a previous run's traces there)."""
+    quiet: bool = True
+    """Hold back the profiler's and torchrun's chatter on the job's stderr, counted into one line
+    (quiet.py); False passes every line through (`overlapscope -v profile`)."""
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -63,7 +67,10 @@ def prepare_out_dir(out_dir: Path, force: bool) -> None:
             for p in out_dir.glob(pattern):
                 log.info("removing %s from a previous run", p)
                 p.unlink()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file on the way, no permission, read-only file system
+        raise OverlapscopeError(f"cannot create the output directory: {exc.strerror or exc}", out_dir) from None
 
 
 def hook_env(opts: ProfileOptions, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -142,10 +149,14 @@ def run_profile(cmd: list[str], opts: ProfileOptions) -> tuple[int, dict[str, An
         (opts.out_dir / NSYS_SUBDIR).mkdir(exist_ok=True)
     start_iso, start_ns = manifest.utc_now()
     try:
-        child = subprocess.Popen(run_cmd, env=hook_env(opts))
+        child = subprocess.Popen(run_cmd, env=hook_env(opts), stderr=subprocess.PIPE if opts.quiet else None)
     except OSError as exc:
         raise OverlapscopeError(f"cannot run {cmd[0]!r}: {exc.strerror or exc}") from exc
+    chatter = ChatterFilter(child.stderr) if opts.quiet else None
     rc = _wait_forwarding_signals(child)
+    held_back = chatter.close() if chatter else None
+    if held_back:
+        print(held_back, file=sys.stderr)
     extra: dict[str, Any] = {}
     if opts.nsys:
         extra["nsys_reports"] = export_nsys(opts.out_dir)

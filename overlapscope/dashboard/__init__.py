@@ -30,11 +30,16 @@ REGENERATOR_JS = "/assets/regenerator-runtime.js"
 _POLYFILL_TAG = re.compile(r'<script src="[^"]*/deps/polyfill@[^"]*"></script>')
 
 
-def create_app(paths: Sequence[str | Path], options: RunOptions | None = None):
-    """A Dash app for one run (or two to compare); runs that fail to load show their error on the page."""
+def create_app(paths: Sequence[str | Path], options: RunOptions | None = None, *, host: str = "127.0.0.1",
+               allow_hosts: Sequence[str] = ()):
+    """A Dash app for one run (or two to compare); runs that fail to load show their error on the page.
+
+    It answers only requests whose Host is `host` (the address it is bound to), localhost, or one of
+    `allow_hosts` (dashboard/hosts.py); any other gets 403."""
     from .cache import FigureCache
     from .callbacks import register
     from .data import load_run_data
+    from .hosts import allowed_hosts, restrict_hosts
     from .layout import page, tab_content
     from .steps import step_choice
 
@@ -54,6 +59,7 @@ def create_app(paths: Sequence[str | Path], options: RunOptions | None = None):
                external_scripts=[PLOTLY_JS], assets_folder=str(ASSETS), include_assets_files=False)
     app.layout = lambda: page(runs, cache)  # built per page load from cached figures
     register(app, runs, cache)
+    restrict_hosts(app.server, allowed_hosts(host, allow_hosts))
     return app
 
 

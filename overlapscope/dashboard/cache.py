@@ -77,7 +77,7 @@ class FigureCache:
                     "scope": figures.breakdown_figure(a.by_scope, "scope", "by launching range"),
                     "prefetch": figures.prefetch_figure(a.prefetch),
                     "bubbles": figures.bubble_figure(a.bubbles),
-                    "waits": figures.wait_heatmap(a.collectives),
+                    "waits": figures.wait_heatmap(a.wait_transfer),
                     "variation": figures.step_variation(a.steps),
                 }
             return self._breakdowns[i]

@@ -31,6 +31,7 @@ def register(app: Dash, runs: list[RunData], cache: FigureCache) -> None:
         app.clientside_callback(_X_ONLY, Output(f"zoom-{i}", "data"), Input(f"timeline-{i}", "relayoutData"),
                                 prevent_initial_call=True)
     _register_gantt(app, choice, cache)
+    _register_ep_cp(app, runs, choice)
     if choice.paired:
         _register_pair(app, choice, cache)
     else:
@@ -62,6 +63,18 @@ def _register_gantt(app: Dash, choice: StepChoice, cache: FigureCache) -> None:
     def _gantt(selected):
         steps = choice.steps(selected)
         return [gantt_section(cache, i, steps[i]).children for i in choice.shown]  # the box keeps its id
+
+
+def _register_ep_cp(app: Dash, runs: list[RunData], choice: StepChoice) -> None:
+    """The EP / CP tab follows the step selector (its views show the selected step)."""
+    outputs = [Output(f"ep-cp-{i}", "children") for i in choice.shown]
+
+    @app.callback(outputs, Input(choice.selector_id, "value"), prevent_initial_call=True)
+    def _ep_cp(selected):
+        from .ep_cp_view import ep_cp_view
+
+        steps = choice.steps(selected)
+        return [ep_cp_view(runs[i], i, steps[i]) for i in choice.shown]
 
 
 def _register_timeline(app: Dash, data: RunData, choice: StepChoice, cache: FigureCache) -> None:

@@ -14,11 +14,15 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..analysis.result import key_label
 from .data import RunData, escape
 from .steps import step_label
 
 COLORS = {"ranges": "#9e9e9e", "compute": "#4c78a8", "comm": "#f58518", "memcpy": "#54a24b",
-          "exposed": "#e45756", "hidden": "#f5b971", "theory": "#222222"}
+          # dark red: tests/test_palette.py keeps it far (CIELAB dE >= 25) from every other colour here, also
+          # under simulated protanopia, deuteranopia and tritanopia (the old #e45756 was dE 1.7 from memcpy
+          # green for a deuteranope)
+          "exposed": "#8b0000", "hidden": "#f5b971", "theory": "#222222"}
 COLLECTIVE_COLORS = {
     "all_reduce": "#f58518", "all_gather": "#b279a2", "reduce_scatter": "#ff9da6", "broadcast": "#9d755d",
     "reduce": "#d67195", "all_to_all": "#eeca3b", "send_recv": "#72b7b2", "send": "#72b7b2", "recv": "#439894",
@@ -83,12 +87,6 @@ def per_rank_step_ms(frame: pd.DataFrame, column: str, data: RunData) -> pd.Seri
     return frame.groupby(keys)["exposed_comm_ns"].sum() / rank_steps / 1e6
 
 
-def _key_label(key: str, column: str) -> str:
-    if key:
-        return key
-    return {"scope": "(no enclosing range)", "group": "(unknown group)"}.get(column, "(unknown)")
-
-
 def breakdown_figure(frame: pd.DataFrame, column: str, title: str) -> go.Figure | None:
     """Exposed vs hidden comm per key, summed over ranks and steps, largest exposed first."""
     if frame is None or frame.empty:
@@ -96,7 +94,7 @@ def breakdown_figure(frame: pd.DataFrame, column: str, title: str) -> go.Figure 
     keys = frame[column].astype(str)
     agg = frame.groupby(keys)[["comm_ns", "exposed_comm_ns"]].sum()
     agg = agg.sort_values("exposed_comm_ns", ascending=False).head(TOP_KEYS)[::-1]
-    labels = escape(np.array([_key_label(k, column) for k in agg.index], dtype=object))
+    labels = escape(np.array([key_label(k, column) for k in agg.index], dtype=object))
     exposed_ms = agg["exposed_comm_ns"].to_numpy() / 1e6
     hidden_ms = (agg["comm_ns"] - agg["exposed_comm_ns"]).to_numpy() / 1e6
     exposed_color = [collective_color(k) for k in agg.index] if column == "collective" else COLORS["exposed"]
@@ -183,7 +181,8 @@ def microbatch_gantt(data: RunData, step: int) -> go.Figure | None:
 
 
 def wait_heatmap(collectives: pd.DataFrame) -> go.Figure | None:
-    """Rank x collective: share of the collective's time spent waiting for the last rank."""
+    """Rank x collective: share of the collective's time spent waiting for the last rank (from
+    Analysis.wait_transfer: times, not sums over collectives that ran at once)."""
     needed = {"rank", "collective", "wait_ns", "transfer_ns"}
     if collectives is None or collectives.empty or not needed <= set(collectives.columns):
         return None
@@ -227,7 +226,7 @@ def compare_frame(a: RunData, b: RunData, section: str, column: str) -> pd.DataF
     right = per_rank_step_ms(getattr(b.analysis, section), column, b).rename("b_ms")
     both = pd.concat([left, right], axis=1).fillna(0.0)
     both["delta_ms"] = both["b_ms"] - both["a_ms"]
-    both.index = [_key_label(k, column) for k in both.index.astype(str)]
+    both.index = [key_label(k, column) for k in both.index.astype(str)]
     order = np.argsort(-np.abs(both["delta_ms"].to_numpy()), kind="stable")
     return both.iloc[order].head(TOP_KEYS)
 

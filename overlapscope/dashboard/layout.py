@@ -44,6 +44,8 @@ def page(runs: list[RunData], cache: FigureCache) -> html.Div:
     children.append(html.Div([html.Div(summary_block(runs[i], i), style=_COL) for i in ok], style=_ROW))
     tabs = [dcc.Tab(label="Timeline", value="timeline"), dcc.Tab(label="Breakdowns", value="breakdowns"),
             dcc.Tab(label="What-if", value="whatif")]
+    if any(len(runs[i].analysis.all_to_all) or len(runs[i].analysis.ring_steps) for i in ok):
+        tabs.append(dcc.Tab(label="EP / CP", value="ep_cp"))  # expert / context parallelism
     if choice.paired:
         tabs.append(dcc.Tab(label="Compare", value="compare"))
     children += [step_selector(choice), dcc.Tabs(id="tabs", value="timeline", children=tabs),
@@ -85,19 +87,35 @@ def summary_block(data: RunData, i: int) -> list:
     return [html.H4(f"{'AB'[i]}: {data.label}", style={"margin": "8px 0 4px"}), row, diag, rank_table(data, i)]
 
 
+def data_table(head: list[str], rows: list[list[str]], table_id: str, *, caption: str = "",
+               text_columns: int = 1) -> html.Table:
+    """A small table of numbers: spaced cells, the first `text_columns` left-aligned and the rest
+    right-aligned in tabular figures, so headers and digits line up; `caption` says what the ms are."""
+    def cell(tag, value: str, j: int, header: bool = False):
+        style = {"padding": "3px 12px 3px 0" if j < text_columns else "3px 0 3px 16px",
+                 "textAlign": "left" if j < text_columns else "right", "whiteSpace": "nowrap"}
+        if header:
+            style.update(borderBottom="1px solid #999", fontWeight="600")
+        return tag(value, style=style)
+
+    parts = [html.Caption(caption, style={"captionSide": "top", "textAlign": "left", "color": "#666",
+                                          "fontSize": "12px", "paddingBottom": "2px"})] if caption else []
+    parts += [html.Thead(html.Tr([cell(html.Th, h, j, header=True) for j, h in enumerate(head)])),
+              html.Tbody([html.Tr([cell(html.Td, v, j) for j, v in enumerate(r)]) for r in rows])]
+    return html.Table(parts, id=table_id, style={"fontSize": "13px", "borderCollapse": "collapse",
+                                                 "marginBottom": "8px", "fontVariantNumeric": "tabular-nums"})
+
+
 def rank_table(data: RunData, i: int) -> html.Table:
     t = data.analysis.totals
     head = ["rank", "steps", "step ms", "compute ms", "comm ms", "exposed ms", "exposed %", "overlap %"]
     rows = []
     for row in t.itertuples(index=False):  # one row per rank: a handful
         n = max(int(row.steps), 1)
-        rows.append(html.Tr([html.Td(f"r{row.rank}"), html.Td(str(row.steps)),
-                             html.Td(_fmt(row.window_ns / n / 1e6)), html.Td(_fmt(row.compute_ns / n / 1e6)),
-                             html.Td(_fmt(row.comm_ns / n / 1e6)), html.Td(_fmt(row.exposed_comm_ns / n / 1e6)),
-                             html.Td(_fmt(float(row.exposed_comm_pct), "", 1)),
-                             html.Td(_fmt(float(row.overlap_pct), "", 1))]))
-    return html.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)], id=f"ranks-{i}",
-                      style={"fontSize": "13px", "borderCollapse": "collapse", "marginBottom": "8px"})
+        rows.append([f"r{row.rank}", str(row.steps), _fmt(row.window_ns / n / 1e6), _fmt(row.compute_ns / n / 1e6),
+                     _fmt(row.comm_ns / n / 1e6), _fmt(row.exposed_comm_ns / n / 1e6),
+                     _fmt(float(row.exposed_comm_pct), "", 1), _fmt(float(row.overlap_pct), "", 1)])
+    return data_table(head, rows, f"ranks-{i}", caption="per rank (ms: mean per step)")
 
 
 def tab_content(tab: str, runs: list[RunData], cache: FigureCache, selected: int | None) -> list:
@@ -117,6 +135,11 @@ def tab_content(tab: str, runs: list[RunData], cache: FigureCache, selected: int
         from .whatif_view import whatif_view
 
         return [html.Div([html.Div(whatif_view(runs[i], i, steps[i]), style=_COL) for i in choice.shown], style=_ROW)]
+    if tab == "ep_cp":
+        from .ep_cp_view import ep_cp_view
+
+        return [html.Div([html.Div(ep_cp_view(runs[i], i, steps[i]), id=f"ep-cp-{i}", style=_COL)
+                          for i in choice.shown], style=_ROW)]
     return [html.Div([html.Div(breakdown_view(runs[i], i, cache, steps[i]), style=_COL) for i in choice.shown],
                      style=_ROW)]
 
@@ -182,10 +205,8 @@ def compare_view(runs: list[RunData], cache: FigureCache) -> list:
     for key, title in (("collective", "Exposed comm per collective: B - A"),
                        ("scope", "Exposed comm per layer / unit: B - A")):
         frame, fig = cache.compare(key)
-        table = html.Table(
-            [html.Thead(html.Tr([html.Th(h) for h in (key, "A ms/step", "B ms/step", "B - A ms/step")]))] +
-            [html.Tbody([html.Tr([html.Td(str(k)), html.Td(_fmt(r.a_ms)), html.Td(_fmt(r.b_ms)),
-                                  html.Td(_fmt(r.delta_ms))]) for k, r in zip(frame.index, frame.itertuples())])],
-            id=f"compare-table-{key}", style={"fontSize": "13px", "marginBottom": "8px"})
+        table = data_table([key, "A ms/step", "B ms/step", "B - A ms/step"],
+                           [[str(k), _fmt(r.a_ms), _fmt(r.b_ms), _fmt(r.delta_ms)]
+                            for k, r in zip(frame.index, frame.itertuples())], f"compare-table-{key}")
         out.append(html.Div([_section(title, fig, f"compare-{key}"), table]))
     return [html.Div([html.Div(o, style=_COL) for o in out], style=_ROW)]

@@ -12,17 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import orjson
 
 from ..core.table import RankTrace, Run
 from ..errors import OverlapscopeError, ReadBug, TraceError
 from .kineto import read_kineto
+from .own_outputs import written_by_overlapscope
+from .run_manifest import MANIFEST, load_manifest, mark_incomplete
 from .steps import DEFAULT_STEP_PATTERN, step_regex
 
 log = logging.getLogger(__name__)
 
 KINETO_SUFFIXES = (".json", ".json.gz")
-MANIFEST = "manifest.json"
 
 
 def _kineto(paths: list[Path], step_pattern: str, comm_patterns: tuple[str, ...]) -> list[RankTrace]:
@@ -93,15 +93,31 @@ def _suffix(path: Path) -> str | None:
 
 
 def trace_files(path: Path) -> list[Path]:
-    """The trace files a RUN argument names: the file itself, or a directory's traces."""
+    """The trace files a RUN argument names: the file itself, or a directory's traces.
+
+    Files overlapscope wrote (a report, baseline or Perfetto export saved in the run directory) are
+    skipped with a warning: they are recognised by their content, whatever their name."""
     if not path.exists():
         raise OverlapscopeError("no such file or directory", path)
     if path.is_file():
         if _suffix(path) is None:
             raise OverlapscopeError("not a trace (expected .json, .json.gz, .sqlite or .nsys-rep)", path)
+        own = written_by_overlapscope(path)
+        if own:
+            raise OverlapscopeError(f"is an overlapscope {own}, not a trace", path)
         return [path]
-    files = sorted(p for p in path.iterdir()
-                   if p.is_file() and _suffix(p) is not None and p.name != MANIFEST)
+    if not path.is_dir():
+        raise OverlapscopeError("not a regular file or directory (a FIFO or device?); give a trace or a run "
+                                "directory", path)
+    try:
+        entries = sorted(path.iterdir())
+    except OSError as exc:
+        raise OverlapscopeError(f"cannot list the directory: {exc.strerror or exc}", path) from None
+    files = [p for p in entries if p.is_file() and _suffix(p) is not None and p.name != MANIFEST]
+    own = {p: kind for p in files if (kind := written_by_overlapscope(p))}
+    for p, kind in own.items():
+        log.warning("%s: skipped, an overlapscope %s (not a trace)", p, kind)
+    files = [p for p in files if p not in own]
     # A report and its export are one trace: read the export.
     exported = {p.name[: -len(".sqlite")] for p in files if p.name.endswith(".sqlite")}
     files = [p for p in files if not (p.name.endswith(".nsys-rep") and p.name[: -len(".nsys-rep")] in exported)]
@@ -110,20 +126,10 @@ def trace_files(path: Path) -> list[Path]:
     return files
 
 
-def load_manifest(path: Path) -> dict:
-    manifest = (path if path.is_dir() else path.parent) / MANIFEST
-    if not manifest.is_file():
-        return {}
-    try:
-        data = orjson.loads(manifest.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise OverlapscopeError(f"unreadable run manifest ({exc})", manifest) from None
-    return data if isinstance(data, dict) else {}
-
-
 def make_run(path: Path, ranks: list[RankTrace]) -> Run:
     """The Run of assembled ranks, with the run's manifest; warns about ranks the run lacks."""
     manifest = load_manifest(path)
+    mark_incomplete(ranks, manifest)
     _check_complete(ranks, manifest, path)
     return Run(ranks=ranks, manifest=manifest, path=str(path))
 

@@ -28,6 +28,8 @@ class LaunchContext(NamedTuple):
     """Per query: launched inside a communication op."""
     op_collective: np.ndarray
     """Per query: the collective the innermost launching op that names one names ('' none)."""
+    op_index: np.ndarray
+    """Per query: that op's index in the op arrays given (-1 none)."""
 
 
 class Verdict(NamedTuple):
@@ -58,8 +60,9 @@ def launch_context(op_lane: np.ndarray, op_start: np.ndarray, op_end: np.ndarray
     ops = np.flatnonzero(is_op)
     inside = np.zeros(len(q_time), dtype=bool)
     op_coll = np.full(len(q_time), "", dtype=object)
+    op_index = np.full(len(q_time), -1, dtype=np.int64)
     if ops.size == 0 or len(q_time) == 0:
-        return LaunchContext(inside, op_coll)
+        return LaunchContext(inside, op_coll, op_index)
     q_time = np.asarray(q_time, dtype=np.int64)
     known = q_time >= 0
     lanes, starts, ends = np.asarray(op_lane, dtype=object), np.asarray(op_start), np.asarray(op_end)
@@ -70,8 +73,10 @@ def launch_context(op_lane: np.ndarray, op_start: np.ndarray, op_end: np.ndarray
     if named.size:
         sub = ops[named]
         hit = innermost_containing(lanes[sub], starts[sub], ends[sub], np.asarray(q_lane, dtype=object), q_time)
-        op_coll = np.where((hit >= 0) & known, coll[named][np.maximum(hit, 0)], "").astype(object)
-    return LaunchContext(inside, op_coll)
+        found = (hit >= 0) & known
+        op_coll = np.where(found, coll[named][np.maximum(hit, 0)], "").astype(object)
+        op_index = np.where(found, sub[np.maximum(hit, 0)], -1)
+    return LaunchContext(inside, op_coll, op_index)
 
 
 def decide(kind: np.ndarray, rule_of: np.ndarray, name_collective: np.ndarray, context: LaunchContext,

@@ -8,6 +8,7 @@ are nor enclose a wait are compute.
 from __future__ import annotations
 
 import logging
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,8 @@ from .classify import classify_kernels
 from .comm_context import collective_conflicts, decide, launch_context
 from .comm_rules import CommRule, is_comm_op, rule_set
 from .comm_summary import summarize
-from .kineto_checks import EventChecks, checked_events, checked_top
+from .kineto_cats import check_unknown, normalized
+from .kineto_checks import MAX_WORLD_SIZE, EventChecks, checked_events, checked_top
 from .kineto_parse import Columns, columns_of_document, no_gc, read_columns
 from .kineto_parse import load_document, read_bytes  # noqa: F401 - re-exported: they lived here before
 from .steps import DEFAULT_STEP_PATTERN, step_ranges, step_regex, steps_at
@@ -51,6 +53,8 @@ def rank_of(doc: dict[str, Any], path: Path) -> tuple[int | None, str]:
         return info["rank"], "distributedInfo"
     m = _RANK_IN_NAME.search(path.name)
     if m:
+        if int(m.group(1)) >= MAX_WORLD_SIZE:
+            raise TraceError(f"the rank in the file name ({m.group(0)}) is not below {MAX_WORLD_SIZE}", path)
         return int(m.group(1)), "filename"
     return None, "order"
 
@@ -63,7 +67,7 @@ def read_kineto(path: str | Path, *, step_pattern: str = DEFAULT_STEP_PATTERN,
 
 
 def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: dict[str, Any] | None) -> RankTrace:
-    cols = read_columns(path) if doc is None else columns_of_document(doc)
+    cols = normalized(read_columns(path) if doc is None else columns_of_document(doc))
     # Every field used below is checked first (kineto_checks); unusable events are dropped, counted.
     info, base_ns, device_props = checked_top(cols.top, path)
     rank, rank_from = rank_of({"distributedInfo": info}, path)
@@ -75,6 +79,7 @@ def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: di
     is_device = cats.isin(DEVICE_CATS)
     is_launch = cats.isin(LAUNCH_CATS)
     is_cpu = cats.isin(CPU_CATS)
+    check_unknown(cols, set(DEVICE_CATS) | set(LAUNCH_CATS) | set(CPU_CATS), bool(is_device.any()), path)
     if not (is_device.any() or is_cpu.any()):
         raise TraceError("no device or CPU activity (no kernels, memcpy or CPU ops"
                          + (f"; {drops.summary()})" if drops.count else ")"), path)
@@ -192,6 +197,14 @@ def _gpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_device,
             seq[k] = int(s) if isinstance(s, int) else -1
             if collective[k] == "all_to_all":
                 send_split[k], recv_split[k] = splits.from_param_comms(a, DTYPE_BYTES)
+        # No record_param_comms size: the launching nccl:* op's first input tensor (Input Dims,
+        # Input type) is nccl-tests' S for every collective but all_gather (its input is one shard).
+        op_of = context.op_index[comm_idx]
+        todo = np.flatnonzero((nbytes[comm_idx] < 0) & (op_of >= 0) & (collective[comm_idx] != "all_gather"))
+        for j in todo.tolist():
+            op = int(ops[op_of[j]])
+            if names.values(np.array([op]))[0].startswith("nccl:"):
+                nbytes[comm_idx[j]] = _input_bytes(cols.args_dict(op))
 
     dev_names = names.values(dev)
     comm_meta = {"comm_classification": {
@@ -240,6 +253,17 @@ def _stream_waits(cols: Columns, cats: Coded, names: Coded, is_device: np.ndarra
         return None
     return {"lane": [f"stream:{stream[i]}" for i in keep], "corr": [corr[i] for i in keep],
             "wait_lane": [f"stream:{waited[i]}" for i in keep], "record_corr": [record[i] for i in keep]}
+
+
+def _input_bytes(args: dict[str, Any]) -> int:
+    """Bytes of an op's first input tensor from its recorded shapes; -1 unknown."""
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if not (isinstance(dims, list) and dims and isinstance(types, list) and types):
+        return -1
+    shape, size = dims[0], DTYPE_BYTES.get(str(types[0]).lower())
+    if size is None or not isinstance(shape, list) or not all(isinstance(v, int) and v >= 0 for v in shape):
+        return -1
+    return math.prod(shape) * size
 
 
 def _message_bytes(args: dict[str, Any], collective: str) -> int:

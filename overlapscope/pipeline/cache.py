@@ -35,7 +35,7 @@ from ..ingest import ReadOptions, cacheable, read_job
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 """Bump when the event table's meaning changes without a version bump."""
 LOCAL_DIR = ".overlapscope-cache"
 META_KEY = b"overlapscope.cache"
@@ -134,24 +134,38 @@ def read_cached(paths: list[Path], options: ReadOptions, config: CacheConfig) ->
 
 
 def load_entry(entry: Path, key: str, source: Path) -> RankTrace | None:
-    """The cached RankTrace, or None when the entry is not a complete, matching one."""
+    """The cached RankTrace, or None when the entry is not a complete, matching, undamaged one.
+
+    Every data and dictionary page carries a CRC (verified as it is read) and the metadata a
+    checksum of its own content: a damaged entry is discarded with a warning, never served."""
     import pyarrow.parquet as pq  # here, not at the top: traces under min_bytes never need it
 
     try:
-        table = pq.read_table(entry)
+        table = pq.read_table(entry, page_checksum_verification=True)
         info = orjson.loads((table.schema.metadata or {})[META_KEY])
         if info.get("key") != key or info.get("format") != CACHE_FORMAT:
-            return None
+            return None  # another key's or format's entry: stale, not damaged
+        if info.pop("checksum", None) != _checksum(info):
+            raise ValueError("metadata checksum mismatch")
         events = table.to_pandas()
         if list(events.columns) != list(COLUMNS) or \
                 any(str(events[c].dtype) != d for c, d in COLUMNS.items()) or len(events) != info["rows"]:
-            return None
+            raise ValueError("columns do not match the event table")
         steps = pd.DataFrame({c: np.asarray(info["steps"][c], dtype=d) for c, d in STEP_DTYPES.items()})
         return RankTrace(rank=info["rank"], events=events, steps=steps, source=str(source), device=info["device"],
                          rank_from=info["rank_from"], world_size=info["world_size"], meta=info["meta"])
-    except Exception as exc:  # noqa: BLE001 - any unreadable entry is a miss, never an error
-        log.debug("%s: ignoring cache entry (%s: %s)", entry, type(exc).__name__, exc)
+    except Exception as exc:  # noqa: BLE001 - a damaged entry is a miss, never an error
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        log.warning("%s: cache entry %s is damaged (%s: %s); discarded, the trace is read again and the entry "
+                    "rewritten", source, entry, type(exc).__name__, first[:120])
+        with contextlib.suppress(OSError):
+            entry.unlink()
         return None
+
+
+def _checksum(info: dict[str, Any]) -> str:
+    """Digest of an entry's metadata (steps, rank, meta...), which no page CRC covers."""
+    return hashlib.blake2b(orjson.dumps(info, option=orjson.OPT_SORT_KEYS), digest_size=16).hexdigest()
 
 
 def store_entry(entry: Path, key: str, trace: RankTrace) -> bool:
@@ -161,6 +175,7 @@ def store_entry(entry: Path, key: str, trace: RankTrace) -> bool:
         "rank_from": trace.rank_from, "device": trace.device, "world_size": trace.world_size, "meta": trace.meta,
         "steps": {c: trace.steps[c].to_numpy().tolist() for c in STEP_DTYPES},
     }
+    info["checksum"] = _checksum(info)
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -171,7 +186,7 @@ def store_entry(entry: Path, key: str, trace: RankTrace) -> bool:
             # Dictionary pages only for the categorical columns (int64 columns of distinct
             # times gain nothing from them) and no column statistics (a whole entry is always
             # read): half the encode time and half the file of the defaults.
-            pq.write_table(table, str(tmp), compression="zstd", write_statistics=False,
+            pq.write_table(table, str(tmp), compression="zstd", write_statistics=False, write_page_checksum=True,
                            use_dictionary=[f.name for f in table.schema if pa.types.is_dictionary(f.type)])
         _drop_older(entry)
         return True

@@ -23,6 +23,7 @@ import pandas as pd
 from ..analysis import Analysis, analyze_rank, combine
 from ..core.table import RankTrace
 from ..ingest import ReadOptions, assemble, make_run
+from ..ingest.run_manifest import load_manifest, mark_incomplete
 from .cache import CacheConfig, read_cached
 from .options import RunOptions
 from .pool import JobResult, Progress, map_files, replay, run_job
@@ -43,7 +44,9 @@ class RankOutcome:
 def rank_job(paths: list[Path], options: ReadOptions, cache: CacheConfig, no_steps: bool) -> list[RankOutcome]:
     """The map step for one job's files (runs in a worker)."""
     out = []
-    for trace in read_cached(paths, options, cache):
+    traces = read_cached(paths, options, cache)
+    mark_incomplete(traces, load_manifest(paths[0]))  # a rank that stopped early: its whole steps only
+    for trace in traces:
         try:
             sections, error = analyze_rank(trace, no_steps=no_steps), None
         except Exception as exc:  # noqa: BLE001 - raised by the reduce, in rank order

@@ -24,44 +24,10 @@ from overlapscope.errors import OverlapscopeError
 from overlapscope.report import gate_baseline as gb
 from overlapscope.report.gate_metrics import (DEFAULT_METRICS, HOST_DEFAULT_METRICS, HOST_DEFAULT_NOTE, METRICS,  # noqa: F401
                                               Metric, Thresholds)
-from overlapscope.report.gate_power import RunLevel, run_level, run_level_detectable, step_detectable
+from overlapscope.report.gate_noise import (NOISE_RULES, NoiseRule, device_kind, is_host_timed,  # noqa: F401
+                                            what_to_record)
+from overlapscope.report.gate_power import RunLevel, run_level, step_detectable
 from overlapscope.report.gate_stats import Shift, paired_shift, shift
-
-_NS_PER_MS = 1_000_000
-
-@dataclass(frozen=True, kw_only=True)
-class NoiseRule:
-    """Where a metric's noise comes from on one device kind (README, "Where the noise comes from")."""
-
-    model: str
-    """"steps": the per-step samples carry the noise (device-timed kernels: a step's time does not depend
-    on the host's load), plus the run-to-run noise of a baseline of several runs; "runs": the run is the
-    unit (host-timed runs: load moves a whole run, so its steps are not independent samples)."""
-    load_sd_points: float = 0.0
-    """"runs" model, percentage metrics: how far machine load moves one run's median (sd, points),
-    assumed until the baseline has runs enough to measure it."""
-    load_sd_fraction: float = 0.0
-    """"runs" model, time metrics: the same as a fraction of the baseline median (load scales times)."""
-    prior_df: float = 0.0
-    """"runs" model: the weight of that assumption, in runs' worth of degrees of freedom (a baseline of
-    k runs adds k - 1 of its own)."""
-
-    def load_sd(self, metric: Metric, baseline_median: float) -> float:
-        if metric.unit == "pct":
-            return self.load_sd_points
-        return self.load_sd_fraction * abs(baseline_median) if math.isfinite(baseline_median) else 0.0
-
-
-NOISE_RULES: dict[str, NoiseRule] = {
-    "gpu": NoiseRule(model="steps"),
-    # Measured with tests/gate_false_alarm_rate.py on FSDP2 (gloo, 2 ranks) on a loaded 2-core VM, see README.
-    "cpu": NoiseRule(model="runs", load_sd_points=6.0, load_sd_fraction=0.35, prior_df=4.0),
-}
-
-
-def device_kind(baseline: dict[str, Any], current: dict[str, Any]) -> str:
-    """"cpu" when both runs are CPU-only (host-timed communication), else "gpu"."""
-    return "cpu" if is_host_timed(baseline) and is_host_timed(current) else "gpu"
 
 
 @dataclass(frozen=True)
@@ -147,11 +113,6 @@ class Verdict:
 EXIT_INCONCLUSIVE_STRICT = 3
 
 
-def is_host_timed(doc: dict[str, Any]) -> bool:
-    """A CPU-only run (gloo on CPU): its communication intervals are host threads, not device kernels."""
-    return (doc.get("run") or {}).get("device") == "cpu"
-
-
 def default_metrics(baseline: dict[str, Any], current: dict[str, Any]) -> tuple[str, ...]:
     return HOST_DEFAULT_METRICS if device_kind(baseline, current) == "cpu" else DEFAULT_METRICS
 
@@ -174,17 +135,18 @@ def compare(baseline: dict[str, Any], current: Analysis | dict[str, Any], thresh
         raise OverlapscopeError(f"unknown metric {', '.join(unknown)}; known: {', '.join(METRICS)}")
     warnings = gb.check_compatible(baseline, current_doc)
     base_runs = gb.split_runs(baseline)
-    rule = NOISE_RULES[device_kind(baseline, current_doc)]
-    if rule.model == "runs":
+    rules = NOISE_RULES[device_kind(baseline, current_doc)]
+    runs_model = [n for n in names if rules[n].model == "runs"]
+    if runs_model:
+        assumed = ", ".join(f"{n} {100 * rules[n].load_cv:g}%" for n in runs_model)
         notes.append(f"CPU-only runs: machine load moves whole runs, so each run's median is one sample; "
-                     f"{len(base_runs)} baseline run{'s' if len(base_runs) > 1 else ''}, the run-to-run noise "
-                     f"assumed until measured: {rule.load_sd_points:g} points, {100 * rule.load_sd_fraction:g}% of "
-                     f"times (worth {rule.prior_df:g} runs)")
+                     f"{len(base_runs)} baseline run{'s' if len(base_runs) > 1 else ''}; run-to-run noise assumed "
+                     f"until measured (sd, % of the median, worth {rules[runs_model[0]].prior_df:g} runs): {assumed}")
     results = []
     for name in names:
         metric = METRICS[name]
         judge = _judge_steps if metric.section == "steps" else _judge_breakdown
-        results.append(judge(metric, base_runs, current_doc, thresholds, rule))
+        results.append(judge(metric, base_runs, current_doc, thresholds, rules[name]))
     return Verdict(tuple(results), thresholds, baseline.get("run", {}), current_doc.get("run", {}), tuple(warnings),
                    len(base_runs), tuple(notes))
 
@@ -228,7 +190,7 @@ def _assess(metric: Metric, base_runs: list[pd.Series], cur: pd.Series, th: Thre
     cur_med = _median(cur.to_numpy())
     if rule.model == "runs":
         rl = run_level([b.to_numpy(np.float64) * worse for b in base_runs], cur.to_numpy(np.float64) * worse,
-                       load_sd=rule.load_sd(metric, b_med), prior_df=rule.prior_df, alpha=alpha, power=th.power)
+                       load_sd=rule.load_sd(b_med), prior_df=rule.prior_df, alpha=alpha, power=th.power)
         return _Assessment(rl.shift, threshold, rl.run_sd, b_med, cur_med, "run-to-run", rl.detectable, threshold, rl)
     shift_ = _worsening(typical, cur, worse, alpha)
     noise, source = 0.0, ""
@@ -274,47 +236,12 @@ def _regressed(worse: Shift, allowed: float) -> bool:
 
 def _result(metric: Metric, a: _Assessment, status: str, findings: tuple[Finding, ...] = (), note: str = "",
             th: Thresholds | None = None) -> MetricResult:
-    advice = _advice(metric, a, th) if status == "inconclusive" and th is not None else ""
+    advice = ""
+    if status == "inconclusive" and th is not None:
+        advice = what_to_record(metric, th, threshold=a.threshold, detectable=a.detectable, noise=a.noise,
+                                n_current=a.worse.n_current, run_level=a.run_level)
     return MetricResult(metric, status, a.base_median, a.cur_median, a.worse, a.allowed, findings, note, a.noise,
                         a.noise_source, a.detectable, a.threshold, "runs" if a.run_level else "steps", advice)
-
-
-_ADVICE_RUNS = (2, 3, 5, 10)
-_ADVICE_STEPS = (4, 8, 16, 32)
-
-
-def _advice(metric: Metric, a: _Assessment, th: Thresholds) -> str:
-    """What to record so that a worsening of the threshold's size becomes detectable."""
-    option = "--min-increase-points" if metric.unit == "pct" else "--max-increase/--min-increase-ms"
-    if not (math.isfinite(a.threshold) and a.threshold > 0):
-        return "record more steps and baseline runs"
-    rl = a.run_level
-    if rl is not None:
-        if not math.isfinite(rl.n_steps):
-            return "no samples to judge: record steps where this metric is defined"
-        steps = [s for s in _ADVICE_STEPS if s >= rl.n_steps] or [int(rl.n_steps)]
-        plans = sorted(((k * s, k, s) for k in _ADVICE_RUNS for s in steps if k >= rl.runs),
-                       key=lambda p: (p[0], p[1]))
-        for _, k, s in plans:
-            if run_level_detectable(rl, k, s, th.alpha, th.power) <= a.threshold:
-                return (f"record a baseline of {k} runs of {s} steps (overlapscope baseline --runs {k} -- "
-                        f"overlapscope profile --steps {s} ...), or allow more ({option})")
-        best = run_level_detectable(rl, _ADVICE_RUNS[-1], _ADVICE_STEPS[-1], th.alpha, th.power)
-        return (f"machine load moves whole runs by about {_fmt(rl.load_sd, metric)} here: even {_ADVICE_RUNS[-1]} "
-                f"baseline runs of {_ADVICE_STEPS[-1]} steps could detect only {_fmt(best, metric)}; allow at least "
-                f"that ({option}) or run on a quieter machine")
-    if a.noise >= a.threshold:
-        return (f"the baseline's own runs stray by {_fmt(a.noise / th.noise_factor if th.noise_factor else a.noise, metric)}"
-                f" from each other: allow more ({option}) or find the load that moves them")
-    n = max(a.worse.n_current, 1)
-    if math.isfinite(a.detectable):
-        need = math.ceil(n * (a.detectable / a.threshold) ** 2)
-        return f"profile at least {max(need, n + 1)} steps per rank (--steps), or allow more ({option})"
-    return f"profile at least {max(6, n + 2)} steps per rank (--steps) in both runs"
-
-
-def _fmt(value: float, metric: Metric) -> str:
-    return f"{value:.1f} pp" if metric.unit == "pct" else f"{value / _NS_PER_MS:.3f} ms"
 
 
 def _judge_steps(metric: Metric, base_docs: list[dict], current: dict, th: Thresholds, rule: NoiseRule) -> MetricResult:
@@ -410,6 +337,6 @@ def _judge_breakdown(metric: Metric, base_docs: list[dict], current: dict, th: T
         key, a = blind
         n = len(cur_mat)
         why = (f"too few samples ({n} per {kind}) to decide at alpha {th.alpha:g}/{len(cur_mat.columns)} {kind}s"
-               if not a.worse.decidable else f"{kind} {key} the least decidable")
+               if not a.worse.decidable else f"{kind} {key} is the least decidable of the {len(cur_mat.columns)} {kind}s")
         return _result(metric, a, "inconclusive", note=why, th=th)
     return _result(metric, worst, "pass", th=th)

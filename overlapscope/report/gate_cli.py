@@ -14,7 +14,8 @@ from typing import Any
 
 import click
 
-from overlapscope.errors import OverlapscopeError
+from overlapscope.errors import OverlapscopeError, bug_line
+from overlapscope.output_paths import check_output, check_outputs
 from overlapscope.pipeline.options import RunOptions, run_options
 # Only what the options' help needs is imported here (stdlib only): `check --help` must not pay for
 # pandas and SciPy. The comparison, baseline and report modules load when a command runs.
@@ -65,6 +66,7 @@ def baseline(runs: tuple[str, ...], output: str, record: int | None, runs_dir: P
     from overlapscope.report import gate_baseline as gb
 
     try:
+        check_output(output, "-o", [] if record is not None else runs)
         if record is not None:
             from overlapscope.report.gate_record import record_runs
 
@@ -127,6 +129,11 @@ def check(run: str, baseline_path: str, metrics: tuple[str, ...], max_increase_p
                                              publish_github, text_report)
 
     try:
+        # Before anything is written, the error report included: a refused path is never written.
+        check_outputs({"--junit": junit_path, "--summary": summary_path}, [run, baseline_path])
+    except OverlapscopeError as exc:
+        raise _usage_exit(exc) from None
+    try:
         thresholds = Thresholds(max_increase_pct=max_increase_pct, min_increase_ms=min_increase_ms,
                                 min_increase_points=min_increase_points, alpha=alpha, noise_factor=noise_factor)
         base = gb.load_baseline(baseline_path)
@@ -148,18 +155,24 @@ def check(run: str, baseline_path: str, metrics: tuple[str, ...], max_increase_p
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback (OVERLAPSCOPE_DEBUG=1 shows it)
         exc = _user_error(exc)
         message = str(exc)
-        if junit_path:
-            write_text(junit_path, junit_error_xml(message))
-        if summary_path:
-            write_text(summary_path, error_markdown(message))
+        try:
+            if junit_path:
+                write_text(junit_path, junit_error_xml(message))
+            if summary_path:
+                write_text(summary_path, error_markdown(message))
+        except OverlapscopeError as write_error:  # still one line: both problems in it
+            exc = OverlapscopeError(f"{message}; and {write_error}")
         for line in publish_github(error_markdown(message), [error_annotation(message)]):
             click.echo(line)
         raise _usage_exit(exc) from None
     md = markdown(verdict)
-    if junit_path:
-        write_text(junit_path, junit_xml(verdict))
-    if summary_path:
-        write_text(summary_path, md)
+    try:
+        if junit_path:
+            write_text(junit_path, junit_xml(verdict))
+        if summary_path:
+            write_text(summary_path, md)
+    except OverlapscopeError as exc:  # a report that cannot be written is exit 2, never 1 (regression)
+        raise _usage_exit(exc) from None
     click.echo(text_report(verdict))
     for line in publish_github(md, github_annotations(verdict)):
         click.echo(line)
@@ -171,9 +184,7 @@ def _user_error(exc: Exception) -> OverlapscopeError:
         return exc
     if os.environ.get("OVERLAPSCOPE_DEBUG"):
         raise exc
-    first = str(exc).splitlines()[0] if str(exc) else ""
-    return OverlapscopeError(f"internal error, please report it with OVERLAPSCOPE_DEBUG=1 output: "
-                             f"{type(exc).__name__}: {first}")
+    return OverlapscopeError(bug_line(exc))
 
 
 def _usage_exit(exc: OverlapscopeError) -> SystemExit:

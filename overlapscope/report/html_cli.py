@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from overlapscope.errors import OverlapscopeError
+from overlapscope.output_paths import check_output
 from overlapscope.pipeline.options import RunOptions, run_options
 from overlapscope.report.gate_metrics import Thresholds
 
@@ -20,6 +21,7 @@ def write_html_report(run: str | Path, output: str | Path, options: RunOptions, 
     inputs = {Path(run).resolve(), *(Path(p).resolve() for p in _paths(baseline_doc))}
     if Path(output).resolve() in inputs:
         raise OverlapscopeError("the report would overwrite an input: name another file with -o", output)
+    check_output(output, "-o", [run, *_paths(baseline_doc)])  # nor land inside a run directory
     if analysis is None:
         analysis = analyze_run(run, options, keep_events=True)
     if baseline_doc is not None and verdict is None:

@@ -23,12 +23,13 @@ from ..core import intervals as iv
 from . import gate_baseline as gb
 from . import tables
 from .gate import MetricResult, Verdict
-from .summary import change_text, describe, detectable_text, fmt, outcome_line
+from .summary import change_text, describe, fmt, outcome_line
 
 PLOTLY_JS = Path(__file__).resolve().parents[1] / "dashboard" / "assets" / "plotly-cartesian.min.js"
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
        "font-src data:; connect-src 'none'")
-LANE_COLORS = {"compute": "#4c78a8", "comm": "#f58518", "exposed": "#e45756"}
+# the dashboard's colours (dashboard/figures.py COLORS; tests/test_palette.py checks exposed stands apart)
+LANE_COLORS = {"compute": "#4c78a8", "comm": "#f58518", "exposed": "#8b0000"}
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1400px;color:#222;padding:0 16px}
 h1{font-size:22px} h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}

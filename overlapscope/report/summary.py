@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Mapping
 
+from overlapscope.analysis.result import key_label
 from overlapscope.report.gate import Finding, MetricResult, Verdict
 from overlapscope.report.gate_metrics import POWER
 
@@ -37,7 +38,7 @@ def _relative(result: MetricResult) -> str:
 
 
 def key_text(f: Finding) -> str:
-    return f.key if f.key else f"(no {f.kind})"
+    return key_label(f.key, "scope" if f.kind == "scope" else f.kind)
 
 
 def finding_text(f: Finding, unit: str = "ns", direction: int = 1) -> str:
@@ -79,7 +80,7 @@ def describe(result: MetricResult, alpha: float, power: float = POWER) -> str:
         line += NOISE_WORDS.get(result.noise_source, "")
     if m.section == "steps":
         line += f"; median {fmt(result.baseline_median, m.unit)} -> {fmt(result.current_median, m.unit)}"
-    else:
+    elif result.status != "inconclusive":  # an inconclusive breakdown's note names its least decidable key
         line += " (the key that moved most)"
     if result.note:
         line += f"; {result.note}"

@@ -11,13 +11,17 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..analysis.collectives import straggler
 from ..analysis.crossrank import bubble_summary, collective_summary
 from ..analysis.prefetch import worst_units
-from ..analysis.result import Analysis
+from ..analysis.result import Analysis, key_label
 from .ep_cp import tables as ep_cp_tables
 from . import whatif_report
 
 MS = 1e6
+# Every table's title says what its ms are: a mean per step, or a total over the run.
+PER_STEP = "ms: mean per step of each rank"
+TOTALS = "ms: totals over all steps and ranks"
 
 
 def _ms(ns: float) -> str:
@@ -57,8 +61,11 @@ def summary_lines(analysis: Analysis) -> list[str]:
         f"({_pct(100.0 * mean_exposed / mean_step if mean_step else float('nan'))}% of the step), "
         f"overlap {_pct(overlap)}%")
     if comm_total:
-        lines.append(f"worst rank: {int(worst['rank'])} with {_ms(worst['exposed_per_step_ns'])} ms/step exposed"
-                     + (f", most of it {worst['worst_collective']}" if worst["worst_collective"] else ""))
+        late = straggler(analysis.collectives, analysis.stragglers)
+        lines.append(f"most exposed: rank {int(worst['rank'])} with {_ms(worst['exposed_per_step_ns'])} ms/step"
+                     + (f", most of it {worst['worst_collective']}" if worst["worst_collective"] else "")
+                     + (f"; straggler: rank {late['rank']} (last at {late['last_arrivals']} of its "
+                        f"{late['collectives']} collectives)" if late else ""))
     else:
         lines.append("no communication found: nothing to overlap")
     lines.extend(whatif_report.whatif_lines(analysis))
@@ -68,7 +75,7 @@ def summary_lines(analysis: Analysis) -> list[str]:
 
 def _headline(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
     t = rank_rows(analysis)
-    # ms columns are per step (means over the rank's steps)
+    # ms columns are per step (means over the rank's steps), as the title says
     header = ["rank", "steps", "step ms", "exposed ms", "exposed %", "overlap %",
               "compute ms", "idle ms", "worst collective"]
     rows = []
@@ -87,7 +94,7 @@ def _breakdown(analysis: Analysis, frame: pd.DataFrame, column: str, top: int = 
         return header, []
     g = frame.groupby(column, as_index=False, observed=True)[["count", "comm_ns", "exposed_comm_ns"]].sum()
     g = g[g["comm_ns"] > 0].sort_values("exposed_comm_ns", ascending=False, kind="stable").head(top)
-    rows = [[str(r[0]) or "(none)", str(r[1]), _ms(r[2]), _ms(r[3]), _pct(100.0 * r[3] / r[2] if r[2] else float("nan"))]
+    rows = [[key_label(r[0], column), str(r[1]), _ms(r[2]), _ms(r[3]), _pct(100.0 * r[3] / r[2] if r[2] else float("nan"))]
             for r in g.itertuples(index=False)]
     return header, rows
 
@@ -105,8 +112,8 @@ def _wait_transfer(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
     """Per collective: how much of its time ranks spent waiting for late peers vs moving data."""
     header = ["group", "collective", "op", "instances", "wait ms", "transfer ms", "exposed wait ms",
               "exposed transfer ms", "median busbw GB/s"]
-    summary = collective_summary(analysis.collectives)
-    rows = [[str(r.group) or "-", str(r.collective), str(r.op) or "-", str(r.collectives), _ms(r.wait_ns),
+    summary = collective_summary(analysis.collectives, analysis.wait_transfer)
+    rows = [[key_label(r.group, "group"), str(r.collective), key_label(r.op, "op"), str(r.collectives), _ms(r.wait_ns),
              _ms(r.transfer_ns), _ms(r.exposed_wait_ns), _ms(r.exposed_transfer_ns),
              "-" if pd.isna(r.median_busbw_gbps) else f"{r.median_busbw_gbps:,.2f}"]
             for r in summary.head(12).itertuples(index=False)]
@@ -129,7 +136,7 @@ def _unmatched(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
     u = analysis.unmatched
     if u is None or u.empty:
         return header, []
-    return header, [[str(r.rank), str(r.group) or "-", str(r.collective), str(r.op), str(r.count), str(r.reason)]
+    return header, [[str(r.rank), key_label(r.group, "group"), str(r.collective), key_label(r.op, "op"), str(r.count), str(r.reason)]
                     for r in u.head(10).itertuples(index=False)]
 
 
@@ -168,20 +175,20 @@ def _bubbles(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
 
 def sections(analysis: Analysis, *, per_step: bool = False) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) for every table a report shows, in order."""
-    out = [("Exposed communication per rank", *_headline(analysis))]
+    out = [(f"Exposed communication per rank ({PER_STEP})", *_headline(analysis))]
     if per_step:
-        out.append(("Per step", *_per_step(analysis)))
+        out.append(("Per step (ms: each step of each rank)", *_per_step(analysis)))
     out += [
-           ("Exposed comm by collective (all ranks)", *_breakdown(analysis, analysis.by_collective, "collective")),
-           ("Exposed comm by process group (all ranks)", *_breakdown(analysis, analysis.by_group, "group")),
-           ("Exposed comm by launching scope (all ranks)", *_breakdown(analysis, analysis.by_scope, "scope")),
-           ("Wait vs transfer by collective (matched across ranks)", *_wait_transfer(analysis)),
-           ("Stragglers (who arrives last)", *_stragglers(analysis)),
-           ("Collectives that could not be matched across ranks", *_unmatched(analysis)),
-           ("What counted as communication (rule, device-time share)", *_comm_families(analysis)),
-           ("Kernels counted as compute that look like communication", *_comm_candidates(analysis)),
-           ("FSDP prefetch gaps (worst units)", *_prefetch(analysis)),
-           ("Pipeline bubbles per stage", *_bubbles(analysis)),
+           (f"Exposed comm by collective ({TOTALS})", *_breakdown(analysis, analysis.by_collective, "collective")),
+           (f"Exposed comm by process group ({TOTALS})", *_breakdown(analysis, analysis.by_group, "group")),
+           (f"Exposed comm by launching scope ({TOTALS})", *_breakdown(analysis, analysis.by_scope, "scope")),
+           (f"Wait vs transfer by collective, matched across ranks ({TOTALS})", *_wait_transfer(analysis)),
+           ("Stragglers (who arrives last; counts of collectives, mean ms)", *_stragglers(analysis)),
+           ("Collectives that could not be matched across ranks (counts of events)", *_unmatched(analysis)),
+           (f"What counted as communication, by rule ({TOTALS})", *_comm_families(analysis)),
+           (f"Kernels counted as compute that look like communication ({TOTALS})", *_comm_candidates(analysis)),
+           ("FSDP prefetch gaps, worst units (ms: per unit, pass and step)", *_prefetch(analysis)),
+           (f"Pipeline bubbles per stage ({PER_STEP})", *_bubbles(analysis)),
            *whatif_report.sections(analysis)]
     out += ep_cp_tables(analysis)
     return [s for s in out if s[2]]
@@ -191,9 +198,11 @@ def render_rich(analysis: Analysis, console, *, per_step: bool = False) -> None:
     from rich.table import Table
     from rich.markup import escape
 
-    console.print(f"[bold]overlapscope[/bold] {escape(str(analysis.run.get('path')))}  (ms columns: per step)")
+    console.print(f"[bold]overlapscope[/bold] {escape(str(analysis.run.get('path')))}")
     for title, header, rows in sections(analysis, per_step=per_step):
-        table = Table(title=title, title_justify="left")
+        # The title on its own line: as a table title, rich wraps it to the table's width.
+        console.print(f"[italic]{escape(title)}[/italic]")
+        table = Table()
         for i, h in enumerate(header):
             table.add_column(h, justify="left" if _is_text(h) else "right")
         for row in rows:
@@ -226,6 +235,22 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def render_csv(analysis: Analysis) -> str:
-    """Per rank and step, every overlap column: the shape notebooks and spreadsheets want."""
-    return analysis.steps.to_csv(index=False)
+CSV_TABLES = {
+    "steps": "steps",
+    "totals": "totals",
+    "by-collective": "by_collective",
+    "collectives": "collectives",
+}
+"""`analyze --format csv --table NAME`: the Analysis frame each writes. steps: per rank and step,
+every overlap column (ns); totals: per rank, summed over its steps; by-collective: per rank and
+collective type, totals over the steps; collectives: per collective instance and rank (wait,
+transfer, bandwidth)."""
+
+
+def render_csv(analysis: Analysis, table: str = "steps", *, run_column: bool = False) -> str:
+    """One of CSV_TABLES as CSV, the shape notebooks and spreadsheets want; run_column adds the run's
+    path first (several runs in one file). No trailing blank line."""
+    frame = getattr(analysis, CSV_TABLES[table])
+    if run_column:
+        frame = frame.assign(run=str(analysis.run.get("path")))[["run", *frame.columns]]
+    return frame.to_csv(index=False, lineterminator="\n")
