@@ -309,7 +309,18 @@ def _cpu_events(cols: Columns, cats: Coded, names: Coded, start, end, is_cpu) ->
     a2a = name[enqueue] == "c10d::alltoall_base_" if enqueue.size else np.zeros(0, bool)
     for w, q in zip(worker[a2a].tolist(), enqueue[a2a].tolist()):
         send_split[w], recv_split[w] = splits.from_alltoall_base(cols.args_dict(int(cpu[q])), DTYPE_BYTES)
-    return {"lane": lane, "kind": kind, "name": name, "start_ns": s, "end_ns": e,
+    # gloo records no message size, but its gloo:<op> ranges carry the recorded shapes of their
+    # tensor (Input Dims, Input type: [[65536]], ['float'] for a 0.25 MB DDP bucket): nccl-tests'
+    # S for every collective but all_gather, whose input is one shard. Loops over comm events only.
+    nbytes = np.full(cpu.size, -1, dtype=np.int64)
+    for k in np.flatnonzero(comm & (collective != "all_gather")).tolist():
+        nbytes[k] = _input_bytes(cols.args_dict(int(cpu[k])))
+    # An all-gather's whole tensor is the first input of the op that enqueued it when that op is
+    # c10d::_allgather_base_ (output first: [[73984], [36992]] for a 2-rank FSDP2 all-gather).
+    gathers = name[enqueue] == "c10d::_allgather_base_" if enqueue.size else np.zeros(0, bool)
+    for w, q in zip(worker[gathers].tolist(), enqueue[gathers].tolist()):
+        nbytes[w] = _input_bytes(cols.args_dict(int(cpu[q])))
+    return {"lane": lane, "kind": kind, "name": name, "start_ns": s, "end_ns": e, "bytes": nbytes,
             "collective": collective, "launch_ns": launch_ns, "launch_lane": launch_lane,
             "send_split_bytes": send_split, "recv_split_bytes": recv_split}
 
