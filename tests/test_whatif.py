@@ -204,3 +204,40 @@ def test_reference_ddp_ranks_each_steps_last_all_reduce_first():
         best = a.collective_slack.sort_values("saved_ns", ascending=False).groupby("step")["instance"].first()
         assert (best.sort_index() == last.sort_index()).all(), run
         assert (a.collective_slack.groupby("step")["saved_ns"].max() > 0).all()
+
+
+def test_a_late_host_launch_shows_as_host_time_on_the_path():
+    # K2 was launched only at 50 µs (the host was busy): the device idles 40 µs and the path says so
+    rows = [kernel(0, 10, launch_us=-1), kernel(51, 60, launch_us=50), allreduce(2, 8, launch_us=1)]
+    a = analyze(run_of({0: rows, 1: rows}))
+    path = a.critical_path
+    assert path["kind"].tolist() == ["host", "compute"]
+    assert path[["start_ns", "end_ns"]].to_numpy().tolist() == [[0, 50 * US], [50 * US, 60 * US]]
+    assert path["lane"].tolist() == [HOST, "stream:7"] and path["lag_ns"].tolist() == [0, 1 * US]
+    assert saved(a, "collective", "all_reduce") == 0
+
+
+def test_saving_bound_holds_and_caps_leave_unsolved_keys_unknown():
+    from overlapscope.analysis.critical_path import slack
+    from overlapscope.analysis.whatif import whatif_by_key
+    from overlapscope.pipeline.run import analyze_run
+
+    for run in ("fsdp2_no_prefetch", "ddp"):
+        w = analyze_run(REPO / "traces" / run, cache=False).whatif
+        assert (w["saved_ns"] <= w["saved_bound_ns"]).all() and (w["saved_no_sync_ns"] <= w["saved_bound_ns"]).all()
+        assert (w["saved_ns"] <= w["saved_no_sync_ns"]).all()
+
+
+
+def test_capped_solves_leave_the_rest_unknown_not_zero(monkeypatch):
+    import overlapscope.analysis.whatif as W
+
+    monkeypatch.setattr(W, "MAX_KEY_SOLVES", 1)
+    monkeypatch.setattr(W, "MAX_INSTANCE_BATCHES", 1)
+    a = analyze(stepped_run([2000, 1500]))
+    w = a.whatif
+    solved = w[w["saved_ns"].notna()]
+    assert len(solved) == 1 and solved["saved_ns"].iloc[0] == 3500 * US  # the first key of the largest bound
+    assert w["saved_ns"].isna().sum() == len(w) - 1 and (w["saved_bound_ns"] >= 3500 * US).all()
+    # one batch: the largest critical collective of each step
+    assert a.collective_slack["saved_ns"].notna().sum() == 2

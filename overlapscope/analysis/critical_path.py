@@ -153,7 +153,9 @@ def critical_paths(solved: Solved) -> tuple[pd.DataFrame, pd.DataFrame]:
     bind = _binding(solved)
     inst = g.inst
     last_arrival = _last_arrivals(nodes, inst)
-    cols = {c: nodes[c].to_numpy() for c in ("rank", "lane", "cls", "label", "collective", "group", "scope", "step")}
+    cols = {c: nodes[c].to_numpy() for c in ("rank", "lane", "cls", "label", "collective", "group", "scope", "step",
+                                             "launch_lane")}
+    wstart = nodes["wstart_ns"].to_numpy(np.int64)
     seg_rows, step_rows = [], []
     order = np.lexsort((nodes["rank"].to_numpy(), -span, nodes["step"].to_numpy()))
     steps = nodes["step"].to_numpy()[order]
@@ -175,11 +177,15 @@ def critical_paths(solved: Solved) -> tuple[pd.DataFrame, pd.DataFrame]:
             p = int(bind[n])
             if p >= 0 and y[p] < x[n] - g.u[n]:
                 segs.append((n, "launch", int(y[p]), int(x[n] - g.u[n])))
+            elif p < 0 and x[n] - g.u[n] > wstart[n]:
+                # a fixed launch: the host issued it only then (what held the host, the graph cannot see)
+                segs.append((n, "host", int(wstart[n]), int(x[n] - g.u[n])))
             n = p
         segs.reverse()
         step = int(cols["step"][sink])
         for i, (k, kind, a, b) in enumerate(segs):
-            seg_rows.append((step, i, int(cols["rank"][k]), cols["lane"][k], kind, cols["label"][k],
+            lane = cols["launch_lane"][k] if kind == "host" else cols["lane"][k]
+            seg_rows.append((step, i, int(cols["rank"][k]), lane, kind, cols["label"][k],
                              cols["collective"][k], cols["group"][k], cols["scope"][k], a, b))
         step_rows.append((step, int(cols["rank"][sink]), int(span[sink]),
                           sum(b - a for _, kind, a, b in segs if kind == "comm"),
@@ -215,7 +221,7 @@ def merge_segments(path: pd.DataFrame) -> pd.DataFrame:
     new[1:] |= kind[:-1] == "comm"
     grp = np.cumsum(new) - 1
     lag = np.where(np.isin(kind, ("lag", "launch")), path["end_ns"] - path["start_ns"], 0)
-    work = path.assign(_w=~np.isin(kind, ("lag", "launch")), _g=grp)
+    work = path.assign(_w=~np.isin(kind, ("lag", "launch")), _g=grp)  # host segments stay "host"
     first_work = work[work["_w"]].drop_duplicates("_g").set_index("_g")
     out = path[new].copy().set_index(pd.Index(np.arange(int(new.sum()))))
     for col in ("kind", "label", "collective", "group", "scope"):

@@ -33,9 +33,10 @@ from .breakdown import launch_scopes
 from ..core.codes import codes_names, isin, per_name, shared_codes
 
 NODE_COLUMNS = ("win", "step", "lane", "cls", "start_ns", "end_ns", "base_ns", "chain", "head", "g_ns", "u_ns",
-                "label", "collective", "group", "scope", "pass")
+                "label", "collective", "group", "scope", "pass", "launch_lane")
 EDGE_COLUMNS = ("src", "dst", "lag_ns", "type")
 _CLASS = {"compute": "compute", "comm": "comm", "memcpy": "copy", "memset": "copy"}
+_TEXT = {"lane", "cls", "label", "collective", "group", "scope", "pass", "launch_lane"}
 
 
 class RankGraph(NamedTuple):
@@ -70,11 +71,10 @@ def rank_graph(events: pd.DataFrame, windows: pd.DataFrame, stream_waits: Mappin
     ok = win >= 0
     ok[ok] = start[work][ok] < wins_e[win[ok]]
     work, win = work[ok], win[ok]
-    if work.size == 0:  # nothing inside the windows (e.g. only zero-length events): an empty graph
-        text = {"lane", "cls", "label", "collective", "group", "scope", "pass", "type"}
-        empty = lambda cols: pd.DataFrame({c: pd.Series(dtype=object if c in text else bool if c == "head"
-                                                        else np.int64) for c in cols})
-        return RankGraph(empty(NODE_COLUMNS), empty(EDGE_COLUMNS))
+    if work.size == 0:
+        return RankGraph(pd.DataFrame({c: pd.Series(dtype=object if c in _TEXT else np.int64)
+                                       for c in (*NODE_COLUMNS, "corr")}).astype({"head": bool}),
+                         pd.DataFrame({c: pd.Series(dtype=object if c == "type" else np.int64) for c in EDGE_COLUMNS}))
     kind_codes, kind_names = codes_names(kind)
     cls = np.array([_CLASS.get(k, "") for k in kind_names], dtype=object)[kind_codes[work]]
     lane_codes, lane_names = codes_names(events["lane"])

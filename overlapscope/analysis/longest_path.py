@@ -47,6 +47,40 @@ class Graph(NamedTuple):
     lag: np.ndarray
 
 
+def _segmented_cummax(values: np.ndarray, chain: np.ndarray) -> np.ndarray:
+    """Running max restarting at each chain (chain ids non-decreasing along the array): one
+    np.maximum.accumulate after lifting each chain above all before it by chain x span; pandas'
+    grouped cummax when that would overflow int64."""
+    if values.size == 0:
+        return values
+    lo = int(values.min())
+    span = int(values.max()) - lo + 1
+    first = int(chain[0])
+    if (int(chain[-1]) - first + 1) * span < 2 ** 62:
+        lift = (chain - first) * span
+        return np.maximum.accumulate(values - lo + lift) - lift + lo
+    return pd.Series(values).groupby(chain).cummax().to_numpy(np.int64)
+
+
+class _Groups(NamedTuple):
+    """A fixed grouping of array positions (edges by endpoint, members by instance), for a grouped
+    max/min by one sort and np.*.reduceat instead of the slow ufunc.at."""
+
+    order: np.ndarray
+    starts: np.ndarray
+    keys: np.ndarray
+
+    @classmethod
+    def of(cls, keys: np.ndarray) -> "_Groups":
+        order = np.argsort(keys, kind="stable")
+        k = keys[order]
+        starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if k.size else np.empty(0, np.int64)
+        return cls(order, starts, k[starts] if k.size else k)
+
+    def reduce(self, values: np.ndarray, op: np.ufunc) -> np.ndarray:
+        return op.reduceat(values[self.order], self.starts) if self.starts.size else values[:0]
+
+
 def _chain_prefix(graph: Graph, inc: np.ndarray) -> np.ndarray:
     """Per-chain prefix sum of inc (inc of a chain head is taken as 0)."""
     inc = np.where(graph.head, 0, inc)
@@ -63,22 +97,23 @@ def forward(graph: Graph, dur: np.ndarray | None = None, transfer: np.ndarray | 
     inc = np.zeros(n, dtype=np.int64)
     inc[1:] = dur[:-1] + graph.g[1:] + graph.u[1:]
     c = _chain_prefix(graph, inc)
-    matched = graph.inst >= 0
-    n_inst = int(graph.inst.max()) + 1 if matched.any() else 0
+    matched = np.flatnonzero(graph.inst >= 0)
+    by_dst = _Groups.of(graph.dst)
+    by_inst = _Groups.of(graph.inst[matched])
+    member_join = np.searchsorted(by_inst.keys, graph.inst[matched])
     y = np.full(n, NEVER, dtype=np.int64)
     for _ in range(MAX_PASSES):
         ext = graph.base.copy()
         if graph.src.size:
-            val = y[graph.src]
-            ok = val > NEVER
-            np.maximum.at(ext, graph.dst[ok], val[ok] + graph.lag[ok])
+            # y = NEVER (not reached yet) stays far below any base: never the max
+            best = by_dst.reduce(y[graph.src] + graph.lag, np.maximum)
+            ext[by_dst.keys] = np.maximum(ext[by_dst.keys], best)
         a = ext + graph.u - c
-        x = c + pd.Series(a).groupby(graph.chain).cummax().to_numpy(np.int64)
+        x = c + _segmented_cummax(a, graph.chain)
         new_y = x + dur
-        if n_inst:
-            join = np.full(n_inst, NEVER, dtype=np.int64)
-            np.maximum.at(join, graph.inst[matched], x[matched])
-            new_y[matched] = np.maximum(join[graph.inst[matched]], x[matched]) + transfer[matched]
+        if matched.size:
+            join = by_inst.reduce(x[matched], np.maximum)
+            new_y[matched] = np.maximum(join[member_join], x[matched]) + transfer[matched]
         if np.array_equal(new_y, y):
             return x, y
         y = new_y
@@ -94,23 +129,25 @@ def backward(graph: Graph, deadline: np.ndarray) -> tuple[np.ndarray, np.ndarray
     last = np.r_[graph.head[1:], True]
     dec[last] = 0
     p = _chain_prefix(graph, np.r_[0, dec[:-1]])  # P_n = sum of dec_j for j < n in the chain
-    matched = graph.inst >= 0
-    n_inst = int(graph.inst.max()) + 1 if matched.any() else 0
+    matched = np.flatnonzero(graph.inst >= 0)
+    by_src = _Groups.of(graph.src)
+    by_inst = _Groups.of(graph.inst[matched])
+    member_join = np.searchsorted(by_inst.keys, graph.inst[matched])
     lx = np.full(n, LATEST, dtype=np.int64)
     rev = np.arange(n)[::-1]
+    chain_rev = (graph.chain.max() - graph.chain)[rev] if n else graph.chain
     for _ in range(MAX_PASSES):
         ext = deadline.copy()
         if graph.src.size:
-            val = lx[graph.dst]
-            ok = val < LATEST
-            np.minimum.at(ext, graph.src[ok], val[ok] - graph.u[graph.dst[ok]] - graph.lag[ok])
+            best = by_src.reduce(lx[graph.dst] - graph.u[graph.dst] - graph.lag, np.minimum)
+            ext[by_src.keys] = np.minimum(ext[by_src.keys], best)
+        # reversed cumulative min per chain = -(cummax of the negation), chains renumbered ascending
         b = (ext - p)[rev]
-        ly = p + pd.Series(b).groupby(graph.chain[rev]).cummin().to_numpy(np.int64)[rev]
+        ly = p - _segmented_cummax(-b, chain_rev)[rev]
         new_lx = ly - graph.dur
-        if n_inst:
-            join = np.full(n_inst, LATEST, dtype=np.int64)
-            np.minimum.at(join, graph.inst[matched], ly[matched] - graph.transfer[matched])
-            new_lx[matched] = join[graph.inst[matched]]
+        if matched.size:
+            join = by_inst.reduce(ly[matched] - graph.transfer[matched], np.minimum)
+            new_lx[matched] = join[member_join]
         if np.array_equal(new_lx, lx):
             return lx, ly
         lx = new_lx

@@ -7,9 +7,11 @@ it never hides a straggler. saved_ns = the step's span - the span with the set h
 0 for a collective that compute covers on every rank, and its exposed time for one that is the only
 thing between two compute kernels. Keys: each collective instance, and each collective type, process
 group, launching scope, pass (forward/backward, from the annotation around the launch) and their
-pairs "<collective> of <scope>" and "<collective> in <pass>". One forward pass per key; instances are
-hidden one per step at a time (steps share no edges), so their count of passes is the most collectives
-in one step.
+pairs "<collective> of <scope>" and "<collective> in <pass>". Cost: one solve (longest_path.forward)
+per key and variant, and one per batch of single collectives; keys and collectives with no critical
+node are exact zeros without a solve, and the solves are capped (MAX_KEY_SOLVES, MAX_INSTANCE_BATCHES)
+in the order of an upper bound of the saving, so a trace with thousands of scopes stays bounded: an
+unsolved key keeps saved_ns NaN beside saved_bound_ns.
 """
 from __future__ import annotations
 
@@ -20,7 +22,11 @@ from .critical_path import Solved, step_spans
 from .longest_path import forward
 
 WHATIF_COLUMNS = ("key_type", "key", "steps", "collectives", "saved_ns", "saved_per_step_ns", "saved_pct",
-                  "saved_no_sync_ns")
+                  "saved_no_sync_ns", "saved_bound_ns")
+MAX_KEY_SOLVES = 64
+"""Keys solved again at most per run (two solves each); the rest report only their bound."""
+MAX_INSTANCE_BATCHES = 64
+"""Solves for single collectives at most (each hides the k-th critical collective of every step)."""
 KEY_TYPES = ("collective", "group", "scope", "pass", "collective_scope", "collective_pass")
 
 
@@ -49,47 +55,79 @@ def _hidden(solved: Solved, mask: np.ndarray, *, no_sync: bool = False) -> pd.Se
     return step_spans(solved, y)
 
 
-def whatif_by_key(solved: Solved) -> pd.DataFrame:
-    """WHATIF_COLUMNS, most saved first: each key hidden on every rank and step at once."""
+def saving_bound(solved: Solved, mask: np.ndarray) -> int:
+    """An upper bound of saved_ns (and of saved_no_sync_ns) for hiding the masked nodes: a path passes
+    through at most one member of a collective (in at its arrival, out at one member's end), so a
+    step can shrink by at most the sum over the hidden collectives of their largest member's
+    transfer plus the hidden untied comm's durations (no_sync also frees the wait: the member's d)."""
+    g, nodes = solved.graph, solved.nodes
+    tied = mask & (g.inst >= 0)
+    per_inst = pd.Series(nodes["end_ns"].to_numpy()[tied] - nodes["start_ns"].to_numpy()[tied]).groupby(
+        g.inst[tied]).max()
+    return int(per_inst.sum()) + int(g.dur[mask & (g.inst < 0)].sum())
+
+
+def whatif_by_key(solved: Solved, node_slack: np.ndarray, max_solves: int | None = None) -> pd.DataFrame:
+    """WHATIF_COLUMNS, most saved first: each key hidden on every rank and step at once. node_slack:
+    critical_path.slack(solved). A key none of whose nodes is critical (slack 0) saves exactly 0 (no
+    longest path runs through it) and is not solved again; the others are solved in the order of
+    their bound (saving_bound), at most max_solves of them: the rest keep saved_ns NaN beside
+    their bound (max_solves None: MAX_KEY_SOLVES)."""
+    max_solves = MAX_KEY_SOLVES if max_solves is None else max_solves
     nodes = solved.nodes
     base = step_spans(solved)
     total = float(base.sum())
-    rows = []
+    n_steps = max(len(base), 1)
+    critical = node_slack == 0
+    keys = []
     for key_type, labels in comm_keys(nodes).items():
         for key in sorted(set(labels.tolist()) - {""}):
             mask = labels == key
-            saved = base - _hidden(solved, mask)
-            no_sync = base - _hidden(solved, mask, no_sync=True)
-            n_coll = _count_collectives(nodes, mask, solved.graph.inst)
-            rows.append((key_type, key, int((saved.index.isin(nodes.loc[mask, "step"].unique())).sum()), n_coll,
-                         int(saved.sum()), float(saved.sum()) / max(len(base), 1),
-                         100.0 * float(saved.sum()) / total if total > 0 else np.nan, int(no_sync.sum())))
+            keys.append((key_type, key, mask, saving_bound(solved, mask) if (mask & critical).any() else 0))
+    solve_order = sorted((k for k in keys if k[3] > 0), key=lambda k: -k[3])[:max_solves]
+    chosen = {(k[0], k[1]) for k in solve_order}
+    rows = []
+    for key_type, key, mask, bound in keys:
+        if bound == 0:
+            saved = no_sync = 0.0
+        elif (key_type, key) in chosen:
+            saved = float((base - _hidden(solved, mask)).sum())
+            no_sync = float((base - _hidden(solved, mask, no_sync=True)).sum())
+        else:
+            saved = no_sync = np.nan
+        rows.append((key_type, key, int(nodes.loc[mask, "step"].nunique()), _count_collectives(mask, solved.graph.inst),
+                     saved, saved / n_steps, 100.0 * saved / total if total > 0 else np.nan, no_sync, bound))
     out = pd.DataFrame(rows, columns=WHATIF_COLUMNS)
-    return out.sort_values(["saved_ns", "key_type", "key"], ascending=[False, True, True],
-                           kind="stable").reset_index(drop=True)
+    return out.sort_values(["saved_ns", "saved_bound_ns", "key_type", "key"], ascending=[False, False, True, True],
+                           kind="stable", na_position="last").reset_index(drop=True)
 
 
-def _count_collectives(nodes: pd.DataFrame, mask: np.ndarray, inst: np.ndarray) -> int:
+def _count_collectives(mask: np.ndarray, inst: np.ndarray) -> int:
     matched = mask & (inst >= 0)
     return int(np.unique(inst[matched]).size + (mask & (inst < 0)).sum())
 
 
-def whatif_by_instance(solved: Solved) -> pd.DataFrame:
-    """instance (the graph's), step, saved_ns: each matched collective hidden alone."""
+def whatif_by_instance(solved: Solved, node_slack: np.ndarray, max_passes: int | None = None) -> pd.DataFrame:
+    """instance (the graph's), step, saved_ns: each matched collective hidden alone. Solved again only
+    when one of its members is critical (else exactly 0), the k-th such collective of every step in
+    one solve (steps share no edges), the largest transfers first, at most max_passes solves: the
+    rest keep NaN (max_passes None: MAX_INSTANCE_BATCHES)."""
+    max_passes = MAX_INSTANCE_BATCHES if max_passes is None else max_passes
     nodes, inst = solved.nodes, solved.graph.inst
     sel = np.flatnonzero(inst >= 0)
     if sel.size == 0:
         return pd.DataFrame({"instance": pd.Series(dtype=np.int64), "step": pd.Series(dtype=np.int64),
-                             "saved_ns": pd.Series(dtype=np.int64)})
-    first = pd.DataFrame({"inst": inst[sel], "step": nodes["step"].to_numpy()[sel],
-                          "x": nodes["x"].to_numpy()[sel]}).groupby("inst").agg(step=("step", "min"), x=("x", "min"))
-    # the k-th collective of every step is hidden in the same pass
-    first["ordinal"] = first.sort_values(["step", "x"]).groupby("step").cumcount()
+                             "saved_ns": pd.Series(dtype=np.float64)})
+    per = pd.DataFrame({"inst": inst[sel], "step": nodes["step"].to_numpy()[sel],
+                        "transfer": solved.graph.transfer[sel], "critical": node_slack[sel] == 0}).groupby("inst").agg(
+        step=("step", "min"), transfer=("transfer", "max"), critical=("critical", "any"))
+    per["saved_ns"] = np.where(per["critical"], np.nan, 0.0)
+    todo = per[per["critical"]].sort_values(["transfer", "step"], ascending=[False, True], kind="stable")
+    todo = todo.assign(ordinal=todo.groupby("step").cumcount())
+    todo = todo[todo["ordinal"] < max_passes]
     base = step_spans(solved)
-    out = []
-    for _, batch in first.groupby("ordinal"):
-        mask = np.isin(inst, batch.index.to_numpy())
-        saved = base - _hidden(solved, mask)
-        out.append(pd.DataFrame({"instance": batch.index.to_numpy(np.int64), "step": batch["step"].to_numpy(np.int64),
-                                 "saved_ns": saved.reindex(batch["step"]).to_numpy(np.int64)}))
-    return pd.concat(out, ignore_index=True).sort_values("instance").reset_index(drop=True)
+    for _, batch in todo.groupby("ordinal"):
+        saved = base - _hidden(solved, np.isin(inst, batch.index.to_numpy()))
+        per.loc[batch.index, "saved_ns"] = saved.reindex(batch["step"]).to_numpy(np.float64)
+    return pd.DataFrame({"instance": per.index.to_numpy(np.int64), "step": per["step"].to_numpy(np.int64),
+                         "saved_ns": per["saved_ns"].to_numpy(np.float64)})

@@ -63,26 +63,26 @@ def whatif_sections(run: Run, graphs: Sequence[RankGraph], windows: Sequence[pd.
     solved = solve(dict(zip(ranks, graphs)), cross["clock_offsets_ns"],
                    {r: w["start_ns"].to_numpy(np.int64) for r, w in zip(ranks, windows)}, collectives)
     path, per_step = critical_paths(solved)
-    out = dict(empty, critical_steps=per_step, critical_path=path, whatif=whatif_by_key(solved),
+    node_slack = slack(solved)
+    out = dict(empty, critical_steps=per_step, critical_path=path, whatif=whatif_by_key(solved, node_slack),
                critical_comm=critical_comm_by_rank(path))
-    out["collective_slack"] = _slack_table(solved, collectives)
+    out["collective_slack"] = _slack_table(solved, node_slack)
     return out
 
 
-def _slack_table(solved, collectives: pd.DataFrame) -> pd.DataFrame:
+def _slack_table(solved, node_slack: np.ndarray) -> pd.DataFrame:
     nodes, inst = solved.nodes, solved.graph.inst
     sel = inst >= 0
     if not sel.any():
         return pd.DataFrame(columns=SLACK_COLUMNS)
-    node_slack = slack(solved)
     frame = nodes.loc[sel, ["step", "group", "collective", "scope", "pass"]].assign(
         inst=inst[sel], slack_ns=node_slack[sel])
     per = frame.groupby("inst").agg(step=("step", "min"), group=("group", "first"),
                                     collective=("collective", "first"), scope=("scope", "first"),
                                     **{"pass": ("pass", "first")}, slack_ns=("slack_ns", "min")).reset_index()
-    saved = whatif_by_instance(solved).set_index("instance")["saved_ns"]
-    per["saved_ns"] = saved.reindex(per["inst"]).fillna(0).to_numpy(np.int64)
+    saved = whatif_by_instance(solved, node_slack).set_index("instance")["saved_ns"]
+    per["saved_ns"] = saved.reindex(per["inst"]).to_numpy(np.float64)
     per["on_critical_path"] = per["slack_ns"].to_numpy() == 0
     per["instance"] = solved.instance_ids[per["inst"].to_numpy()]
     return per.sort_values(["saved_ns", "slack_ns", "instance"], ascending=[False, True, True],
-                           kind="stable").reset_index(drop=True)[list(SLACK_COLUMNS)]
+                           kind="stable", na_position="last").reset_index(drop=True)[list(SLACK_COLUMNS)]

@@ -9,7 +9,8 @@ from dash import dcc, html
 from .data import ALL_STEPS, RunData, escape
 from .figures import COLORS, LEGEND_TOP, collective_color
 
-KIND_COLORS = {"compute": COLORS["compute"], "copy": COLORS["memcpy"], "lag": "#d9d9d9", "launch": "#bdbdbd"}
+KIND_COLORS = {"compute": COLORS["compute"], "copy": COLORS["memcpy"], "lag": "#d9d9d9", "launch": "#bdbdbd",
+               "host": "#8c8c8c"}
 TOP_KEYS = 15
 
 
