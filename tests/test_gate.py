@@ -455,6 +455,19 @@ def test_cli_baseline_of_several_runs(tmp_path):
 
 # --- CPU-only runs ---------------------------------------------------------------------------------
 
+def test_run_level_tests_times_on_a_log_scale_where_load_multiplies_them():
+    from overlapscope.report.gate_power import run_level
+    base = [np.array([100.0, 100, 100, 100])]
+    slower = run_level(base, np.full(4, 200.0), load_sd=0.35, prior_df=4, alpha=0.05, log=True)
+    faster = run_level(base, np.full(4, 50.0), load_sd=0.35, prior_df=4, alpha=0.05, log=True)
+    # twice as slow and twice as fast are the same distance from the baseline: +100 and -50 in the unit
+    assert (slower.shift.estimate, faster.shift.estimate) == pytest.approx((100.0, -50.0))
+    assert slower.shift.method == "run-t-log" and slower.base == pytest.approx(100.0)
+    half = 2.131847 * 0.35 * math.sqrt(2)  # t4(0.95) * sd of a log median * sqrt(1 + 1/1)
+    assert slower.shift.lower == pytest.approx(100 * math.expm1(math.log(2) - half), rel=1e-5)
+    assert faster.shift.upper == pytest.approx(100 * math.expm1(-math.log(2) + half), rel=1e-5)
+
+
 def cpu(exposed_by_rank, **kw):
     return make_analysis(exposed_by_rank, device="cpu", **kw)
 
@@ -529,7 +542,7 @@ def test_cpu_only_time_metrics_scale_the_assumed_load_noise_with_the_median():
     base = gb.build_baseline(cpu({0: BASE6, 1: BASE6}))
     r = compare(base, cpu({0: shifted(BASE6, 1), 1: shifted(BASE6, 1)}), metrics=["exposed_comm"]).results[0]
     # 35% of the 12.5 ms median: a one-run baseline cannot see 1.25 ms
-    assert r.status == "inconclusive" and r.worsening.method == "run-t"
+    assert r.status == "inconclusive" and r.worsening.method == "run-t-log"
     assert r.detectable > 4 * 0.35 * 12.5 * MS
 
 

@@ -189,9 +189,12 @@ def _assess(metric: Metric, base_runs: list[pd.Series], cur: pd.Series, th: Thre
     threshold = th.allowed(metric, b_med)
     cur_med = _median(cur.to_numpy())
     if rule.model == "runs":
+        log = metric.unit == "ns"  # load multiplies times: tested as logarithms, load_cv their sd
         rl = run_level([b.to_numpy(np.float64) * worse for b in base_runs], cur.to_numpy(np.float64) * worse,
-                       load_sd=rule.load_sd(b_med), prior_df=rule.prior_df, alpha=alpha, power=th.power)
-        return _Assessment(rl.shift, threshold, rl.run_sd, b_med, cur_med, "run-to-run", rl.detectable, threshold, rl)
+                       load_sd=rule.load_cv if log else rule.load_sd(b_med), prior_df=rule.prior_df, alpha=alpha,
+                       power=th.power, log=log)
+        run_sd = rl.run_sd if math.isnan(rl.base) else rl.base * rl.run_sd  # log scale: sd x the level
+        return _Assessment(rl.shift, threshold, run_sd, b_med, cur_med, "run-to-run", rl.detectable, threshold, rl)
     shift_ = _worsening(typical, cur, worse, alpha)
     noise, source = 0.0, ""
     if len(base_runs) >= 2:

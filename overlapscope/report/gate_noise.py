@@ -33,8 +33,10 @@ class NoiseRule:
 
 
 _STEPS = NoiseRule(model="steps")
-# CPU-only: measured with tests/gate_false_alarm_rate.py on FSDP2 (gloo, 2 ranks) on a loaded 2-core VM
-# (README, "Where the noise comes from"); metrics not measured there take the largest measured value.
+# CPU-only: measured with tests/gate_false_alarm_rate.py on FSDP2 (gloo, 2 ranks) on a 2-core VM at load 8-13
+# (README, "Where the noise comes from"): the cv of ten runs' overlap medians was 0.16 (4 steps) and 0.18
+# (8 steps), 0.24 in the issue's four runs at load 4-8; the sd of ten runs' log exposed-comm medians 0.33
+# (4 steps) and 0.12 (8 steps). Metrics not measured take the largest measured value.
 _CPU_MEASURED = {"overlap": 0.25, "exposed_comm": 0.35}
 _CPU_DEFAULT = max(_CPU_MEASURED.values())
 NOISE_RULES: dict[str, dict[str, NoiseRule]] = {
@@ -73,10 +75,11 @@ def what_to_record(metric: Metric, th: Thresholds, *, threshold: float, detectab
                        key=lambda p: (p[0], p[1]))
         for _, k, s in plans:
             if run_level_detectable(rl, k, s, th.alpha, th.power) <= threshold:
-                return (f"record a baseline of {k} runs of {s} steps (overlapscope baseline --runs {k} -- "
-                        f"overlapscope profile --steps {s} ...), or allow more ({option})")
+                return (f"record a baseline of {k} runs of {s} steps (overlapscope baseline --runs {k} --steps {s} "
+                        f"-o BASELINE.json -- CMD), or allow more ({option})")
         best = run_level_detectable(rl, _ADVICE_RUNS[-1], _ADVICE_STEPS[-1], th.alpha, th.power)
-        return (f"machine load moves whole runs by about {_fmt(rl.load_sd, metric)} here: even {_ADVICE_RUNS[-1]} "
+        moved = _fmt(rl.load_sd, metric) if math.isnan(rl.base) else f"{100 * rl.load_sd:.0f}%"
+        return (f"machine load moves whole runs by about {moved} here: even {_ADVICE_RUNS[-1]} "
                 f"baseline runs of {_ADVICE_STEPS[-1]} steps could detect only {_fmt(best, metric)}; allow at least "
                 f"that ({option}) or run on a quieter machine")
     if noise >= threshold:

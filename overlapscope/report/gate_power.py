@@ -93,15 +93,33 @@ class RunLevel:
     """Steps per run (the mean over the runs)."""
     runs: int
     prior_df: float
+    base: float = math.nan
+    """log scale: the baseline runs' geometric mean median, which converts log shifts to the metric's unit
+    (run_sd, load_sd and within_sd stay in log units, fractions of it); nan on the linear scale."""
+
+    def to_unit(self, log_shift: float) -> float:
+        """A shift of the test's scale in the metric's unit (the identity on the linear scale)."""
+        return log_shift if math.isnan(self.base) else self.base * math.expm1(log_shift)
 
 
 def run_level(base_runs: list[np.ndarray], current: np.ndarray, *, load_sd: float, prior_df: float,
-              alpha: float, power: float = POWER) -> RunLevel:
-    """Test `current` (per-step values of one run) against `base_runs`, each run's median as one sample."""
+              alpha: float, power: float = POWER, log: bool = False) -> RunLevel:
+    """Test `current` (per-step values of one run) against `base_runs`, each run's median as one sample.
+
+    log=True tests the logarithms (times, where load multiplies: a run twice as slow and one half as
+    slow are equally likely), load_sd then a fraction (the sd of log medians); shift, bounds and MDS
+    come back in the metric's unit."""
     runs = [np.asarray(r, np.float64) for r in base_runs]
     runs = [r[np.isfinite(r)] for r in runs]
     cur = np.asarray(current, np.float64)
     cur = cur[np.isfinite(cur)]
+    base = math.nan
+    if log:
+        pooled = np.concatenate(runs) if runs else np.empty(0)
+        positive = pooled[pooled > 0]
+        floor = 1e-3 * float(np.median(positive)) if positive.size else 1.0  # a 0 ms step: 0.1% of the median
+        runs = [np.log(np.maximum(r, floor)) for r in runs]
+        cur = np.log(np.maximum(cur, floor))
     k = sum(r.size > 0 for r in runs)
     if k == 0 or cur.size == 0:
         none = Shift(math.nan, -math.inf, math.inf, "none", k, int(cur.size > 0))
@@ -119,9 +137,15 @@ def run_level(base_runs: list[np.ndarray], current: np.ndarray, *, load_sd: floa
     se = tau * math.sqrt(1.0 + 1.0 / k)
     estimate = float(np.median(cur)) - float(medians.mean())
     half = _t(df, 1 - alpha) * se if df > 0 else math.inf
-    shift = Shift(estimate, estimate - half, estimate + half, "run-t", k, 1)
     detectable = (_t(df, 1 - alpha) + _t(df, power)) * se if df > 0 else math.inf
-    return RunLevel(shift, detectable, tau, math.sqrt(max(var - sampling, 0.0)), within, n, k, prior_df)
+    if log:
+        base = math.exp(float(medians.mean()))
+        to = (lambda v: base * math.expm1(v) if math.isfinite(v) else v)
+        shift = Shift(to(estimate), to(estimate - half), to(estimate + half), "run-t-log", k, 1)
+        detectable = to(detectable)
+    else:
+        shift = Shift(estimate, estimate - half, estimate + half, "run-t", k, 1)
+    return RunLevel(shift, detectable, tau, math.sqrt(max(var - sampling, 0.0)), within, n, k, prior_df, base)
 
 
 def run_level_detectable(r: RunLevel, runs: int, steps: float, alpha: float, power: float = POWER) -> float:
@@ -129,4 +153,4 @@ def run_level_detectable(r: RunLevel, runs: int, steps: float, alpha: float, pow
     measured (load moves a run by r.load_sd; steps spread by r.within_sd)."""
     var = r.load_sd ** 2 + _MEDIAN_VARIANCE * r.within_sd ** 2 / steps
     df = r.prior_df + runs - 1
-    return (_t(df, 1 - alpha) + _t(df, power)) * math.sqrt(var * (1.0 + 1.0 / runs))
+    return r.to_unit((_t(df, 1 - alpha) + _t(df, power)) * math.sqrt(var * (1.0 + 1.0 / runs)))

@@ -28,6 +28,9 @@ from .summary import change_text, describe, fmt, outcome_line
 PLOTLY_JS = Path(__file__).resolve().parents[1] / "dashboard" / "assets" / "plotly-cartesian.min.js"
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
        "font-src data:; connect-src 'none'")
+MAX_TIMELINE_RANKS = 16
+"""The timeline draws at most this many ranks (those with the most exposed comm in the step): a page for
+512 ranks stays readable and small."""
 # the dashboard's colours (dashboard/figures.py COLORS; tests/test_palette.py checks exposed stands apart)
 LANE_COLORS = {"compute": "#4c78a8", "comm": "#f58518", "exposed": "#8b0000"}
 _STYLE = """
@@ -60,7 +63,9 @@ def render_html(analysis: Analysis, *, verdict: Verdict | None = None, baseline:
         figures["timeline"] = timeline
         body += [f"<h2 id='timeline'>Timeline of step {step}</h2>",
                  "<p>The step whose exposed communication (summed over ranks) is the median of the run's steps; "
-                 "the exposed lane draws exactly the intervals counted as exposed.</p>",
+                 "the exposed lane draws exactly the intervals counted as exposed"
+                 + (f"; the {MAX_TIMELINE_RANKS} ranks with the most exposed time" if
+                    analysis.steps["rank"].nunique() > MAX_TIMELINE_RANKS else "") + ".</p>",
                  "<div id='timeline-fig' class='fig'></div>"]
     bars = _breakdown_figure(analysis)
     body.append("<h2 id='breakdowns'>Breakdowns</h2>")
@@ -94,13 +99,14 @@ def timeline_figure(analysis: Analysis, step: int) -> dict | None:
     if starts.size == 0:
         return None
     t0 = int(starts.min())
+    shown = set(rows.nlargest(MAX_TIMELINE_RANKS, "exposed_comm_ns", keep="first")["rank"].astype(int))
     kinds = ("compute", "comm", "exposed")
     xs: dict[str, list[np.ndarray]] = {k: [] for k in kinds}
     ys: dict[str, list[np.ndarray]] = {k: [] for k in kinds}
     ticks, labels = [], []
     for trace in run.ranks:
         win = rows[rows["rank"] == trace.rank]
-        if win.empty:
+        if win.empty or trace.rank not in shown:
             continue
         lo, hi = int(win["window_start_ns"].iloc[0]), int(win["window_end_ns"].iloc[0])
         sets = lane_sets(trace.events)

@@ -53,7 +53,9 @@ def change_text(result: MetricResult, alpha: float) -> str:
     change = fmt(w.estimate * m.worse, m.unit, signed=True)
     bound = f"at {'least' if m.worse > 0 else 'most'} {fmt(w.lower * m.worse, m.unit, signed=True)}"
     how = {"wilcoxon": ", paired by step", "paired-t": ", paired by step, t",
-           "run-t": f", each run one sample, {w.n_baseline} baseline run{'s' if w.n_baseline > 1 else ''}"}
+           "run-t": f", each run one sample, {w.n_baseline} baseline run{'s' if w.n_baseline > 1 else ''}",
+           "run-t-log": f", each run one sample on a log scale, {w.n_baseline} baseline run"
+                        f"{'s' if w.n_baseline > 1 else ''}"}
     return f"{change} per step ({_relative(result)}{conf}: {bound}{how.get(w.method, '')})"
 
 
