@@ -241,3 +241,23 @@ def test_capped_solves_leave_the_rest_unknown_not_zero(monkeypatch):
     assert w["saved_ns"].isna().sum() == len(w) - 1 and (w["saved_bound_ns"] >= 3500 * US).all()
     # one batch: the largest critical collective of each step
     assert a.collective_slack["saved_ns"].notna().sum() == 2
+
+
+CYCLE_RUN = Path(__file__).parent / "data" / "cp_walk_cycle"
+"""A real CPU+gloo ring-attention run (instrumented_models.cp --overlap off, 2 ranks): on one host thread
+a gloo send and the next recv overlap (the lane's gap is negative), so following each node's binding
+constraint from a recv back to its send, and from the send to the recv that arrived last on the other
+rank, comes back to the first recv. The walk once looped there, growing memory until the kernel killed
+the process (the CI run of stop 20)."""
+
+
+def test_the_walk_back_visits_each_node_once_on_overlapping_gloo_p2p():
+    import subprocess
+    import sys
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30));"
+            "from overlapscope.pipeline.run import analyze_run; a = analyze_run(sys.argv[1]);"
+            "p = a.critical_path; print(len(p), int(a.critical_steps['step'].nunique()))")
+    out = subprocess.run([sys.executable, "-c", code, str(CYCLE_RUN)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    segments, steps = map(int, out.stdout.split())
+    assert steps == 3 and 0 < segments < 10_000

@@ -160,16 +160,21 @@ def critical_paths(solved: Solved) -> tuple[pd.DataFrame, pd.DataFrame]:
     order = np.lexsort((nodes["rank"].to_numpy(), -span, nodes["step"].to_numpy()))
     steps = nodes["step"].to_numpy()[order]
     sinks = order[np.r_[True, steps[1:] != steps[:-1]]]
+    visited = np.zeros(len(nodes), dtype=bool)
     for sink in sinks.tolist():
         segs: list[tuple] = []
         n = sink
-        while n >= 0:
+        while n >= 0 and not visited[n]:
+            visited[n] = True
             if inst[n] >= 0:
                 j = int(solved.join[inst[n]])
                 segs.append((n, "comm", max(j, int(x[n])), int(y[n])))
                 m = int(last_arrival[inst[n]])
-                if j > x[n] and m != n:
-                    n = m  # the collective waited for this rank: the path moves to it
+                # the collective waited for this rank: the path moves to it, unless the walk has been
+                # there (the last arrival is downstream of this member, e.g. both on one rank's lane)
+                if j > x[n] and m != n and not visited[m]:
+                    n = m
+                    visited[n] = True
             else:
                 segs.append((n, cols["cls"][n], int(x[n]), int(y[n])))
             if g.u[n] > 0:
