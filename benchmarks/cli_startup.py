@@ -22,6 +22,10 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = Path(sys.executable).with_name("overlapscope")
 CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "overlapscope"]
 BARE = [sys.executable, "-c", "pass"]
+# A user's Python caches bytecode (pip compiles it at install; an editable install writes it on first
+# import). Sandboxes and CI often set PYTHONDONTWRITEBYTECODE, which makes every start compile the
+# package again (~0.1 s here): the children run without it, so the warm-up run leaves the cache.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 COMMANDS = {  # name: (argv after the CLI, target wall s)
     "overlapscope --help": (["--help"], 0.3),
     "overlapscope check --help": (["check", "--help"], 0.3),
@@ -32,7 +36,7 @@ COMMANDS = {  # name: (argv after the CLI, target wall s)
 def timed(argv: list[str]) -> tuple[float, float]:
     """(wall s, CPU s) of one run of argv, output discarded."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -44,7 +48,7 @@ def timed(argv: list[str]) -> tuple[float, float]:
 def slowest_imports(argv: list[str], top: int = 8) -> list[tuple[int, str]]:
     """(cumulative µs, module) of the slowest top-level imports, from `python -X importtime`."""
     cmd = [sys.executable, "-X", "importtime", "-m", "overlapscope", *argv]
-    err = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True).stderr
+    err = subprocess.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True).stderr
     rows = []
     for line in err.splitlines():
         if line.startswith("import time:") and "|" in line:

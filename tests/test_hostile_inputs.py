@@ -6,6 +6,7 @@ Recoverable ones: exit 0, the warning that counts what was dropped or resolved, 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import orjson
 import pytest
@@ -531,3 +532,16 @@ def test_a_rank_that_stopped_mid_capture_is_analyzed_for_its_whole_steps(tmp_pat
     for r in doc["ranks"]:
         for s in r["steps"]:
             assert s["compute_ns"] + s["exposed_comm_ns"] + s["exposed_memcpy_ns"] + s["idle_ns"] == s["window_ns"]
+
+
+@pytest.mark.parametrize("bad, line", [
+    ("empty.json", "empty.json: empty file"),
+    ("truncated.json", "truncated.json: truncated JSON (unexpected end of data: line 1 column 516 (char 515))"),
+])
+def test_dashboard_command_refuses_a_run_it_cannot_read(bad, line, tmp_path):
+    """The CLI exits 2 with the reader's line instead of serving a page that could only show it (the Python
+    API's create_app still shows a failed run's error on the page, beside a run that loaded)."""
+    bad_path = Path(__file__).resolve().parent / "data" / "bad" / bad
+    result = CliRunner().invoke(main, ["dashboard", str(Path(__file__).resolve().parents[1] / "traces" / "ddp"), str(bad_path), "--port", "1"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == f"overlapscope: error: {bad_path.parent}/{line}"

@@ -185,26 +185,57 @@ PREFETCH_KNOBS = {
 }
 
 
+# What keeps the unit that opens a pass unsharded, so that it has nothing to gather (FSDP2 FSDPModule).
+OPENER_KNOBS = {
+    "forward": "FSDP2 `module.set_reshard_after_backward(False)` keeps it unsharded into the next step",
+    "backward": "FSDP2 `fully_shard(module, reshard_after_forward=False)` keeps it unsharded from forward to "
+                "backward",
+}
+
+
+def _opens_pass(prefetch: pd.DataFrame) -> pd.Series:
+    """Per row: its all-gather is the first of its pass on its rank and step, so no unit of that pass runs
+    before it to prefetch it (the root module's forward all-gather, say)."""
+    if prefetch.empty or "all_gather_start_ns" not in prefetch:
+        return pd.Series(False, index=prefetch.index)
+    first = prefetch.groupby(["rank", "step", "pass"])["all_gather_start_ns"].transform("min")
+    return prefetch["all_gather_start_ns"] == first
+
+
 def diagnose(prefetch: pd.DataFrame, config: PrefetchConfig = PrefetchConfig()) -> list[str]:
-    """One line per pass and cause whose all-gathers arrive late on average: not prefetched at all
-    (issued on demand in the unit's own pre-hook: prefetch is off, and the knob that turns it on), or
-    prefetched but still late (issued too close to its use)."""
+    """One line per pass and cause whose all-gathers arrive late on average: not prefetched, and the
+    first all-gather of the pass (nothing earlier in the pass can prefetch it: keep the module unsharded
+    instead); not prefetched otherwise (issued on demand in the unit's own pre-hook: prefetch is off,
+    and the knob that turns it on); or prefetched but still late (issued too close to its use)."""
     notes = []
+    opens = _opens_pass(prefetch)
     for pass_ in ("forward", "backward"):
-        rows = prefetch[(prefetch["pass"] == pass_) & (prefetch["prefetch_gap_ns"] > 0)]
+        sel = (prefetch["pass"] == pass_) & (prefetch["prefetch_gap_ns"] > 0)
+        rows = prefetch[sel]
         if rows.empty or rows["prefetch_gap_ns"].mean() < config.min_gap_ns:
             continue
         prefetched = rows["prefetched"].astype(bool) if "prefetched" in rows else pd.Series(True, index=rows.index)
-        for issued, part in ((False, rows[~prefetched]), (True, rows[prefetched])):
+        first = opens[sel]
+        # a unit opens the pass when every late all-gather of it that was not prefetched came first
+        on_demand = rows[~prefetched]
+        opener_units = set(on_demand.loc[first[~prefetched]].groupby("unit").size().index) - set(
+            on_demand.loc[~first[~prefetched], "unit"])
+        is_opener = on_demand["unit"].isin(opener_units)
+        for cause, part in (("opens", on_demand[is_opener]), ("on demand", on_demand[~is_opener]),
+                            ("late", rows[prefetched])):
             per_unit = part.groupby("unit")["prefetch_gap_ns"].mean()
             units = [u for u in per_unit.index if per_unit[u] >= config.min_gap_ns]
             if not units:
                 continue
             late = part[part["unit"].isin(units)]["prefetch_gap_ns"].mean() / 1e6
             what = f"{pass_} all-gathers of {_unit_label(units)}"
-            if issued:
+            if cause == "late":
                 notes.append(f"{what} are prefetched but arrive {late:.3g} ms late on average: prefetch is not "
                              "issued early enough (prefetch more modules ahead)")
+            elif cause == "opens":
+                notes.append(f"{what} open the {pass_} pass (the first all-gather of each step's {pass_}) and "
+                             f"arrive {late:.3g} ms late on average: no earlier unit can prefetch them "
+                             f"({OPENER_KNOBS[pass_]})")
             else:
                 notes.append(f"{what} are not prefetched (issued on demand when the unit runs) and arrive "
                              f"{late:.3g} ms late on average: {pass_} prefetch is off for them "

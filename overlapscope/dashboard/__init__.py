@@ -11,6 +11,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from ..errors import OverlapscopeError
+
 if TYPE_CHECKING:
     from ..pipeline.options import RunOptions
 
@@ -31,8 +33,10 @@ _POLYFILL_TAG = re.compile(r'<script src="[^"]*/deps/polyfill@[^"]*"></script>')
 
 
 def create_app(paths: Sequence[str | Path], options: RunOptions | None = None, *, host: str = "127.0.0.1",
-               allow_hosts: Sequence[str] = ()):
-    """A Dash app for one run (or two to compare); runs that fail to load show their error on the page.
+               allow_hosts: Sequence[str] = (), refuse_unreadable: bool = False):
+    """A Dash app for one run (or two to compare); runs that fail to load show their error on the page,
+    or, with refuse_unreadable (the CLI), raise it as an OverlapscopeError (one line, exit 2): a server
+    for a run that cannot be read would only show that error.
 
     It answers only requests whose Host is `host` (the address it is bound to), localhost, or one of
     `allow_hosts` (dashboard/hosts.py); any other gets 403."""
@@ -48,6 +52,8 @@ def create_app(paths: Sequence[str | Path], options: RunOptions | None = None, *
     runs = [load_run_data(p, options) for p in paths]
     for r in runs:
         if not r.ok:
+            if refuse_unreadable:
+                raise OverlapscopeError(r.error)
             log.warning("%s", r.error)
     cache = FigureCache(runs)
     choice = step_choice(runs)

@@ -26,7 +26,7 @@ def dashboard(runs: tuple[str, ...], port: int, host: str, allow_hosts: tuple[st
     from . import create_app, serve
 
     click.echo(f"overlapscope dashboard: reading {' and '.join(runs)} ...", err=True)
-    app = create_app(runs, options, host=host, allow_hosts=allow_hosts)
+    app = create_app(runs, options, host=host, allow_hosts=allow_hosts, refuse_unreadable=True)
     click.echo(f"overlapscope dashboard: http://{host}:{port}/  (Ctrl-C to stop)")
     serve(app, host=host, port=port)
 
