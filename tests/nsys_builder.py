@@ -36,6 +36,8 @@ class Kernel:
     """Start of the launching cudaLaunchKernel call (None: no runtime row, as in a windowed export)."""
     tid: int | None = None
     """Launching thread (default: the main thread, tid == pid)."""
+    corr: int | None = None
+    """Correlation id (default: the next of the process's, in list order); set to order calls."""
 
 
 @dataclass
@@ -62,6 +64,19 @@ class Sync:
     start: int
     end: int
     sync_type: int = 3  # stream synchronize
+    event_id: int = 0
+    """The waited-for event (sync_type 2, stream wait event)."""
+    corr: int | None = None
+
+
+@dataclass
+class EventRecord:
+    """A cudaEventRecord: a CUPTI_ACTIVITY_KIND_CUDA_EVENT row (no device time, as without event timing)."""
+    pid: int
+    device: int
+    stream: int
+    event_id: int
+    corr: int
 
 
 @dataclass
@@ -85,6 +100,7 @@ class Export:
     kernels: list[Kernel] = field(default_factory=list)
     copies: list[Copy] = field(default_factory=list)
     syncs: list[Sync] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
     ranges: list[Range] = field(default_factory=list)
     domains: dict[int, str] = field(default_factory=dict)
     """domainId -> name, written as NvtxDomainCreate rows."""
@@ -129,7 +145,7 @@ class Export:
 
         kernels, runtime, memcpy, memset = [], [], [], []
         for k in self.kernels:
-            c = next_corr(k.pid)
+            c = next_corr(k.pid) if k.corr is None else k.corr
             kernels.append({"start": k.start, "end": k.end, "deviceId": k.device, "contextId": 1,
                             "streamId": k.stream, "correlationId": c, "globalPid": global_pid(k.pid),
                             "demangledName": sid(k.name), "shortName": sid(k.name.split("(")[0].split("<")[0]),
@@ -149,10 +165,14 @@ class Export:
                 runtime.append(_api(cp.pid, cp.tid, cp.launch, c, sid(api)))
         syncs = []
         for s in self.syncs:
-            c = next_corr(s.pid)
+            c = next_corr(s.pid) if s.corr is None else s.corr
             syncs.append({"start": s.start, "end": s.end, "deviceId": s.device, "contextId": 1, "streamId": s.stream,
-                          "correlationId": c, "globalPid": global_pid(s.pid), "syncType": s.sync_type, "eventId": 0})
-            runtime.append(_api(s.pid, None, s.start, c, sid("cudaStreamSynchronize")))
+                          "correlationId": c, "globalPid": global_pid(s.pid), "syncType": s.sync_type,
+                          "eventId": s.event_id})
+            api = "cudaStreamWaitEvent" if s.sync_type == 2 else "cudaStreamSynchronize"
+            runtime.append(_api(s.pid, None, s.start, c, sid(api)))
+        events = [{"timestamp": 0, "deviceId": e.device, "contextId": 1, "streamId": e.stream, "correlationId": e.corr,
+                   "globalPid": global_pid(e.pid), "eventId": e.event_id} for e in self.events]
         nvtx = []
         for r in self.ranges:
             tid = r.pid if r.tid is None else r.tid
@@ -163,7 +183,7 @@ class Export:
             nvtx.append({"start": 0, "end": None, "eventType": 75, "text": name, "domainId": domain,
                          "globalTid": global_tid(next(iter(self.processes), 1), 0)})
         for table, rows in ((KERNEL, kernels), (RUNTIME, runtime), (MEMCPY, memcpy), (MEMSET, memset),
-                            (SYNC, syncs), ("NVTX_EVENTS", nvtx)):
+                            (SYNC, syncs), ("CUPTI_ACTIVITY_KIND_CUDA_EVENT", events), ("NVTX_EVENTS", nvtx)):
             rng.shuffle(rows)
             _insert(conn, table, rows, self.omit)
         _insert(conn, "PROCESSES", [{"globalPid": global_pid(p), "pid": p, "name": n}
@@ -333,6 +353,17 @@ CREATE_STATEMENTS: dict[str, str] = {
     syncType                    INTEGER   NOT NULL,                    -- REFERENCES ENUM_CUPTI_SYNC_TYPE(id)
     eventId                     INTEGER   NOT NULL,                    -- Event ID for which the synchronization API is called.
     eventSyncId                 INTEGER                                -- CUDA Event Sync ID to link the synchronization API to associated event record API.
+)''',
+    'CUPTI_ACTIVITY_KIND_CUDA_EVENT': '''CREATE TABLE CUPTI_ACTIVITY_KIND_CUDA_EVENT (
+    timestamp                   INTEGER,                               -- The device-side CUDA Event completion timestamp. 0 if not collected.
+    deviceId                    INTEGER   NOT NULL,                    -- Device ID.
+    contextId                   INTEGER   NOT NULL,                    -- Context ID.
+    greenContextId              INTEGER,                               -- Green context ID.
+    streamId                    INTEGER   NOT NULL,                    -- Stream ID.
+    correlationId               INTEGER,                               -- Correlation ID of the event record API to which this result is associated.
+    globalPid                   INTEGER,                               -- Serialized GlobalId.
+    eventId                     INTEGER   NOT NULL,                    -- Event ID for which the event record API is called.
+    eventSyncId                 INTEGER                                -- CUDA Event Sync ID to link event record API to related synchronization APIs.
 )''',
     'CUPTI_ACTIVITY_KIND_RUNTIME': '''CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (
     start                       INTEGER   NOT NULL,                    -- Event start timestamp (ns).

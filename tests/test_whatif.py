@@ -182,6 +182,40 @@ def test_stream_wait_events_are_the_dependency_not_timing(tmp_path):
     assert a.critical_path["lag_ns"].tolist() == [0, 0, 2 * US]
 
 
+
+def test_nsys_stream_waits_are_the_dependency_not_timing(tmp_path):
+    """The same dependencies as the Kineto case, from an nsys export's CUDA_EVENT records and
+    STREAM_WAIT_EVENT synchronization rows; correlation ids in call order (record before wait)."""
+    from nsys_builder import EventRecord, Export, Kernel, Range, Sync
+    from overlapscope.pipeline.run import analyze_run
+
+    for rank in (0, 1):
+        pid = 200
+        e = Export(processes={pid: "python3"}, gpus={0: "NVIDIA H100"})
+        e.ranges.append(Range(pid, "ProfilerStep#1", 0, 100 * US))
+        e.kernels += [
+            Kernel(pid, 0, 7, "gemm_k1", 0, 30 * US, launch=1 * US, corr=101),
+            Kernel(pid, 0, 21, "ncclDevKernel_AllGather_RING_LL", 30 * US, 48 * US, launch=4 * US, corr=104),
+            Kernel(pid, 0, 20, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 10 * US, 50 * US, launch=5 * US, corr=105),
+            Kernel(pid, 0, 7, "gemm_k2", 50 * US, 80 * US, launch=8 * US, corr=108),
+        ]
+        # event 5 reused: recorded on stream 7 (corr 102), then on stream 21 after the all-gather (106)
+        e.events += [EventRecord(pid, 0, 7, 5, 102), EventRecord(pid, 0, 21, 5, 106)]
+        e.syncs += [Sync(pid, 0, 21, 3 * US, 3 * US, sync_type=2, event_id=5, corr=103),
+                    Sync(pid, 0, 7, 7 * US, 7 * US, sync_type=2, event_id=5, corr=107)]
+        e.write(tmp_path / f"rank{rank}.sqlite")
+    from overlapscope.ingest.nsys import read_nsys
+    waits = read_nsys(tmp_path / "rank0.sqlite")[0].meta.stream_waits
+    assert waits == {"lane": ["stream:21", "stream:7"], "corr": [103, 107], "wait_lane": ["stream:7", "stream:21"],
+                     "record_corr": [102, 106]}
+    a = analyze_run(tmp_path, cache=False)
+    assert saved(a, "collective", "all_reduce") == 0
+    assert saved(a, "collective", "all_gather") == 18 * US
+    assert [n.split("(")[0] for n in a.critical_path["label"]] == ["gemm_k1", "ncclDevKernel_AllGather_RING_LL",
+                                                                   "gemm_k2"]
+    assert a.critical_path["lag_ns"].tolist() == [0, 0, 2 * US]
+
+
 REPO = Path(__file__).resolve().parents[1]
 
 

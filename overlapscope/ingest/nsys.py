@@ -25,6 +25,7 @@ from overlapscope.ingest.comm_rules import CommRule, is_comm_op, rule_set
 from overlapscope.ingest.comm_summary import summarize
 from overlapscope.ingest.nsys_checks import check_export, check_string_ids
 from overlapscope.ingest.nsys_nvtx import NvtxRanges, attach_nccl, read_nvtx
+from overlapscope.ingest.nsys_waits import read_stream_waits
 from overlapscope.ingest.steps import DEFAULT_STEP_PATTERN, step_ranges, steps_at
 from overlapscope.core.table import RankMeta, RankTrace, make_table
 
@@ -114,6 +115,7 @@ def _read_export(path: Path, *, source: Path, step_pattern: str, comm_patterns: 
             nvtx = read_nvtx(conn, schema, keys.tolist())
             threads = S.thread_names(conn, schema, keys)
             procs = S.process_names(conn, schema)
+            waits = read_stream_waits(conn, schema)
     finally:
         conn.close()
     drops.warn(source)
@@ -126,7 +128,7 @@ def _read_export(path: Path, *, source: Path, step_pattern: str, comm_patterns: 
         out.append(_build_process(int(key), rows, dev, nvtx.subset(key), offset, str(source),
                                   step_pattern=None if no_steps else step_pattern,
                                   hostname=info["hostname"], threads=threads, procs=procs, info=info,
-                                  rules=rules))
+                                  rules=rules, stream_waits=waits.get(int(key))))
     return out
 
 
@@ -229,7 +231,8 @@ def _combo_names(conn: Any, schema: S.Schema, combos: np.ndarray, source: Path) 
 
 def _build_process(key: int, rows: np.ndarray, dev: dict[str, np.ndarray], nvtx: NvtxRanges, offset: int,
                    source: str, *, step_pattern: str | None, hostname: str, threads: dict[int, str],
-                   procs: dict[int, str], info: dict[str, Any], rules: tuple[CommRule, ...]) -> _Process:
+                   procs: dict[int, str], info: dict[str, Any], rules: tuple[CommRule, ...],
+                   stream_waits: dict[str, list] | None = None) -> _Process:
     pid = key & _TID_MASK
     gpu_rows = rows[dev["gpu"][rows]]
     devices = tuple(int(d) for d in np.unique(dev["device"][gpu_rows]))
@@ -279,7 +282,7 @@ def _build_process(key: int, rows: np.ndarray, dev: dict[str, np.ndarray], nvtx:
                "threads": {str(t): threads.get((key << 24) | t, "") for t in sorted(used_tids)},
                "launches_unmatched": int((~known & dev["gpu"][rows]).sum()),
                **({"dropped_events": info["dropped_events"]} if "dropped_events" in info else {})},
-        comm_classification=classification)
+        comm_classification=classification, stream_waits=stream_waits)
     return _Process(source=source, key=key, pid=pid, devices=devices, hostname=hostname, columns=cols,
                     steps=steps, meta=meta)
 
