@@ -42,8 +42,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-DEFAULT_TRACE = SHARED / "traces" / "kineto-gpu" / "trace_diff_control" / "control.json.gz"
+# ../shared beside the checkout (/work/main), or /work/shared beside a worktree folder (/work/wt/NAME).
+SHARED = next((d for d in (REPO.parent / "shared", REPO.parents[1] / "shared") if d.is_dir()), REPO.parent / "shared")
 TILE = SHARED / "tools" / "tile_trace.py"
 
 
@@ -60,6 +60,7 @@ def json_bytes(run: Path) -> int:
 
 # The workload shapes (#19): (trace, tile_trace --repeat, --ranks).
 REAL = REPO / "tests" / "data" / "real" / "kineto-gpu"
+DEFAULT_TRACE = REAL / "trace_diff_control" / "control.json.gz"
 SHAPES = {
     "v4x56": (REAL / "trace_diff_control" / "control.json.gz", 2, 4),   # 218k events/rank, many CPU ops per kernel
     "a8x54": (REAL / "nccl_parser_config" / "nccl_data.json.gz", 6, 8),  # 243k events/rank, NCCL-heavy
