@@ -14,22 +14,16 @@ same event tables on every real export.
 """
 from __future__ import annotations
 
+import importlib.util
 import sqlite3
 from typing import Sequence
 from urllib.parse import quote
 
 import numpy as np
 
-try:
-    import adbc_driver_sqlite.dbapi as _adbc
-    import pyarrow as _pa
-    from adbc_driver_manager import Error as _AdbcError
-except ImportError:  # pragma: no cover - depends on what is installed
-    _adbc = _pa = None
-    _AdbcError = Exception
-
-ENABLED = _adbc is not None
-"""False to force the sqlite3 path (tests compare the two)."""
+ENABLED = importlib.util.find_spec("adbc_driver_sqlite") is not None
+"""False to force the sqlite3 path (tests compare the two). The driver and pyarrow are imported on
+first use: importing the readers loads neither (DESIGN.md "Start-up and optional extras")."""
 
 
 def _database_file(conn: sqlite3.Connection) -> str | None:
@@ -47,12 +41,16 @@ def fetch_arrow(conn: sqlite3.Connection, sql: str, columns: Sequence[str], dtyp
     path = _database_file(conn)
     if path is None:
         return None
+    import adbc_driver_sqlite.dbapi as adbc
+    import pyarrow as pa
+    from adbc_driver_manager import Error as AdbcError
+
     try:
-        # Read-only like the sqlite3 connection (nsys_schema.connect): the export is never written.
-        with _adbc.connect(uri=f"file:{quote(path)}?mode=ro") as adbc_conn, adbc_conn.cursor() as cur:
+        # Read-only like the sqlite3 connection (nsys_schema.connect_readonly): the export is never written.
+        with adbc.connect(uri=f"file:{quote(path)}?mode=ro") as adbc_conn, adbc_conn.cursor() as cur:
             cur.execute(sql, list(params) or None)
             table = cur.fetch_arrow_table()
-    except (_AdbcError, OSError):
+    except (AdbcError, OSError):
         return None
     if table.num_columns != len(columns):
         return None
@@ -61,7 +59,7 @@ def fetch_arrow(conn: sqlite3.Connection, sql: str, columns: Sequence[str], dtyp
         if dtypes.get(name) == "object":
             out[name] = np.array(column.to_pylist(), dtype=object) if len(column) else np.array([], dtype=object)
             continue
-        if column.null_count or not (column.type.equals(_pa.int64()) or len(column) == 0):
+        if column.null_count or not (column.type.equals(pa.int64()) or len(column) == 0):
             return None
         out[name] = column.to_numpy().astype(np.int64, copy=False) if len(column) else np.array([], dtype=np.int64)
     return out
