@@ -115,17 +115,22 @@ def test_diagnosis_names_the_late_units_and_the_mean_delay():
 def test_gpu_diagnosis_and_worst_units():
     p = prefetch_gaps(gpu_rank(), windows((0, 0, 6000 * US)))
     # layers.1's all-gather was issued in layers.0's forward_prefetch; layers.0's and layers.2's in their own
-    # pre-hooks: prefetch is off for those, and the line names the knob
+    # pre-hooks
     assert p.loc[p["pass"] == "forward", ["unit", "prefetched"]].values.tolist() == [
         ["layers.0", False], ["layers.1", True], ["layers.2", False]]
+    # layers.0 and layers.2 (backward) open their pass: nothing earlier in it could prefetch them, so the
+    # line says what keeps them unsharded instead; layers.2's forward all-gather could have been prefetched
     assert diagnose(p, PrefetchConfig(min_gap_ns=0)) == [
-        "forward all-gathers of layers.0, layers.2 are not prefetched (issued on demand when the unit runs) and "
-        "arrive 1.02 ms late on average: forward prefetch is off for them (turn it on with FSDP2 "
+        "forward all-gathers of layers.0 open the forward pass (the first all-gather of each step's forward) and "
+        "arrive 1.05 ms late on average: no earlier unit can prefetch them (FSDP2 "
+        "`module.set_reshard_after_backward(False)` keeps it unsharded into the next step)",
+        "forward all-gathers of layers.2 are not prefetched (issued on demand when the unit runs) and "
+        "arrive 1 ms late on average: forward prefetch is off for them (turn it on with FSDP2 "
         "`module.set_modules_to_forward_prefetch([next modules])`, or `unshard(async_op=True)` ahead of use; "
         "the reference runs: `--prefetch N`)",
-        "backward all-gathers of layers.2 are not prefetched (issued on demand when the unit runs) and arrive "
-        "0.6 ms late on average: backward prefetch is off for them (turn it on with FSDP2 "
-        "`module.set_modules_to_backward_prefetch([previous modules])`; the reference runs: `--prefetch N`)"]
+        "backward all-gathers of layers.2 open the backward pass (the first all-gather of each step's backward) "
+        "and arrive 0.6 ms late on average: no earlier unit can prefetch them (FSDP2 "
+        "`fully_shard(module, reshard_after_forward=False)` keeps it unsharded from forward to backward)"]
     w = worst_units(p)
     assert w[["unit", "pass"]].values.tolist()[:2] == [["layers.0", "forward"], ["layers.2", "forward"]]
     assert w["mean_gap_ns"].tolist()[0] == pytest.approx(1050 * US)

@@ -10,12 +10,9 @@ import numpy as np
 import pandas as pd
 
 from ..core import intervals as iv
-from ..core.codes import codes_names, isin, per_name, shared_codes
+from ..core.codes import codes_names, isin, shared_codes
+from ..core.roles import SCOPE_ROLES
 from .overlap import lane_sets, window_set
-
-# Annotations that say "a collective runs here" rather than which model part launched it.
-_COMM_WRAPPER_PREFIXES = ("nccl:", "gloo:", "c10d::", "_c10d_functional::", "record_param_comms",
-                          "ncclGroup", "ProfilerStep#")
 
 
 def exposed_by_key_and_step(events: pd.DataFrame, windows: pd.DataFrame, keys: np.ndarray, column: str, *,
@@ -85,14 +82,10 @@ def exposed_by_key_of_intervals(starts: np.ndarray, ends: np.ndarray, keys: np.n
 
 def launch_scopes(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """For each selected row (boolean mask `rows`), the innermost annotation (record_function / NVTX range) on its launching thread
-    that held its launch, skipping step ranges and comm wrappers; '' when none."""
+    that held its launch, skipping step ranges and communication calls (the `role` column: an
+    annotation whose role is a scope, an FSDP unit phase or a micro-batch); '' when none."""
     name_codes, names = codes_names(events["name"])
-    is_ann = isin(events["kind"], ("annotation",))
-    # Decided per distinct name: comm wrappers, and NCCL API ranges (ncclAllReduce, ...) that carry
-    # a collective.
-    wrapper = per_name(events["name"], lambda n: n.startswith(_COMM_WRAPPER_PREFIXES), dtype=bool)
-    wrapper |= ~isin(events["collective"], ("",))
-    ann = np.flatnonzero(is_ann & ~wrapper)
+    ann = np.flatnonzero(isin(events["kind"], ("annotation",)) & isin(events["role"], SCOPE_ROLES))
     lanes, launch_lanes = shared_codes(events["lane"], events["launch_lane"])
     query = np.flatnonzero(rows)
     found = iv.innermost_containing(

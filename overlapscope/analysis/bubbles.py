@@ -24,13 +24,12 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.codes import isin, per_name, shared_codes
+from ..core.roles import microbatch_label
 from .overlap import lane_sets
 
 BUBBLE_COLUMNS = ("rank", "step", "window_ns", "compute_ns", "bubble_ns", "bubble_pct", "theory_pct",
                   "schedule", "stages", "microbatches", "chunks")
 SPAN_COLUMNS = ("rank", "step", "stage", "action", "microbatch", "start_ns", "end_ns")
-_SIMPLE = re.compile(r"^(Forward|Backward) (\d+)$")
-_PP = re.compile(r"^PP:(\d+)([FBIW])(\d+)$")
 _INTERLEAVED = ("interleaved1f1b", "loopedbfs", "interleaved")
 _ZB1P = ("interleavedzerobubble", "zb1p", "zbh1")
 _ZERO = ("zbvzerobubble", "zbv", "zbh2")
@@ -58,25 +57,14 @@ def theory_fraction(schedule: str, stages: int, microbatches: int, chunks: int =
     return float("nan")
 
 
-def _parse_span_label(name: str) -> tuple[int, str, int] | None:
-    """(stage or -1, action F/B/I/W, micro-batch) of a micro-batch label; None for other names."""
-    if (m := _SIMPLE.match(name)):
-        return (-1, "F" if m.group(1) == "Forward" else "B", int(m.group(2)))
-    if (m := _PP.match(name)):
-        return (int(m.group(1)), m.group(2), int(m.group(3)))
-    return None
-
-
 def microbatch_spans(events: pd.DataFrame) -> pd.DataFrame:
     """SPAN_COLUMNS for one rank: each micro-batch label's compute, from the first start to the last end
     of the compute it launched (the label's own range when it launched none)."""
-    # Names are parsed once each (categorical codes), not once per event.
-    parsed = per_name(events["name"], _parse_span_label)
-    is_label_name = per_name(events["name"], lambda n: _parse_span_label(n) is not None, dtype=bool)
-    lab = np.flatnonzero(isin(events["kind"], ("annotation", "cpu_op")) & is_label_name)
+    # The labels are the rows whose `role` is microbatch; names are parsed once each (categorical codes).
+    lab = np.flatnonzero(isin(events["role"], ("microbatch",)))
     if lab.size == 0:
         return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in SPAN_COLUMNS}).astype({"action": object})
-    info = parsed[lab]
+    info = per_name(events["name"], microbatch_label)[lab]
     start = events["start_ns"].to_numpy(np.int64)
     end = events["end_ns"].to_numpy(np.int64)
     lanes, launch_lanes = shared_codes(events["lane"], events["launch_lane"])

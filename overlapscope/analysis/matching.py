@@ -35,8 +35,6 @@ P2P = ("send", "recv")
 # torch's ProcessGroupNCCL names p2p ops by the group ranks of both ends.
 _SEND_OP = re.compile(r"\bsend (\d+)->(\d+)")
 _RECV_OP = re.compile(r"\brecv (\d+)<-(\d+)")
-# Launching ranges that name the operation torch performed (not the model part that asked for it).
-OP_PREFIXES = ("nccl:", "c10d::")
 
 COMM_COLUMNS = ("rank", "row", "group", "collective", "op", "bytes", "seq",
                 "start_ns", "end_ns", "order_ns", "step", "device")
@@ -72,8 +70,8 @@ def comm_rows(events: pd.DataFrame) -> pd.DataFrame:
     # Strings are decided per distinct name (categorical codes), never per event.
     rows = np.flatnonzero(isin(events["kind"], ("comm",)))
     name_codes, names = codes_names(events["name"])
-    is_op_name = per_name(events["name"], lambda n: n.startswith(OP_PREFIXES), dtype=bool)
-    ann = np.flatnonzero(isin(events["kind"], ("annotation", "cpu_op")) & is_op_name)
+    # The ranges that name the operation torch performed (role comm_op: nccl:*, c10d::*).
+    ann = np.flatnonzero(isin(events["role"], ("comm_op",)))
     launch_ns = events["launch_ns"].to_numpy(np.int64)[rows]
     lane, launch_lane = shared_codes(events["lane"], events["launch_lane"])
     found = iv.innermost_containing(

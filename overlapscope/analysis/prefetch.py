@@ -20,14 +20,11 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.codes import codes_names, isin, shared_codes
+from ..core.roles import FSDP_ROLES, fsdp_label
 from .overlap import lane_sets
 
 PREFETCH_COLUMNS = ("rank", "step", "unit", "pass", "prefetch_gap_ns", "lead_ns",
                     "all_gather_start_ns", "all_gather_end_ns", "first_compute_ns", "prev_end_ns", "prefetched")
-# torch's FSDPParamGroup._with_fqn: "FSDP::<label>", then " (<fqn>)" unless the root module, then
-# " [pg=<n>]" when a module has several parameter groups (2-D meshes).
-_LABEL = re.compile(r"^FSDP::(all_gather|all_gather_copy_out|pre_forward|pre_backward)(?: \((.*)\))?(?: \[pg=\d+\])?$")
-ROOT_UNIT = "(root)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,21 +33,16 @@ class PrefetchConfig:
     """A pass whose late all-gathers average less than this gets no diagnosis (scheduling noise)."""
 
 
-def _parse_label(name: str) -> tuple[str, str]:
-    m = _LABEL.match(name)
-    return (m.group(1), m.group(2) or ROOT_UNIT) if m else ("", "")
-
-
 def _labels(events: pd.DataFrame, lane: np.ndarray) -> pd.DataFrame:
-    """FSDP ranges: label (all_gather, all_gather_copy_out, pre_forward, pre_backward), unit, lane
-    (the code of `lane`, one code per thread), start, end. Names are parsed once each."""
+    """FSDP ranges (the rows whose `role` is an FSDP unit phase): label (the role: fsdp_all_gather,
+    fsdp_copy_out, fsdp_pre_forward, fsdp_pre_backward), unit, lane (the code of `lane`, one code per
+    thread), start, end. Units are parsed once per distinct name."""
+    sel = np.flatnonzero(isin(events["role"], FSDP_ROLES))
     codes, names = codes_names(events["name"])
-    parsed = [_parse_label(n if isinstance(n, str) else "nan") for n in names]
-    label_u = np.array([p[0] for p in parsed], dtype=object)
-    unit_u = np.array([p[1] for p in parsed], dtype=object)
-    sel = np.flatnonzero(isin(events["kind"], ("annotation", "cpu_op")) & (label_u != "")[codes])
+    unit_u = np.array([fsdp_label(n if isinstance(n, str) else "nan")[1] for n in names], dtype=object)
+    role_codes, roles = codes_names(events["role"])
     return pd.DataFrame({
-        "label": label_u[codes[sel]],
+        "label": roles[role_codes[sel]],
         "unit": unit_u[codes[sel]],
         "lane": lane[sel],
         "start_ns": events["start_ns"].to_numpy(np.int64)[sel], "end_ns": events["end_ns"].to_numpy(np.int64)[sel],
@@ -79,8 +71,8 @@ def prefetch_gaps(events: pd.DataFrame, windows: pd.DataFrame, *,
     lane, launch_lane = shared_codes(events["lane"], events["launch_lane"])
     labels = _labels(events, lane)
     rank = int(events["rank"].iloc[0]) if len(events) else -1
-    ag = labels[labels["label"] == "all_gather"].reset_index(drop=True)
-    use = labels[labels["label"].isin(["pre_forward", "pre_backward"])].reset_index(drop=True)
+    ag = labels[labels["label"] == "fsdp_all_gather"].reset_index(drop=True)
+    use = labels[labels["label"].isin(["fsdp_pre_forward", "fsdp_pre_backward"])].reset_index(drop=True)
     if ag.empty or use.empty:
         return _empty()
     start = events["start_ns"].to_numpy(np.int64)
@@ -103,7 +95,7 @@ def prefetch_gaps(events: pd.DataFrame, windows: pd.DataFrame, *,
     a = ag.iloc[chosen].reset_index(drop=True)
 
     # Where the copy-out compute is searched: the copy-out range inside the use, else after the issue.
-    co = labels[labels["label"] == "all_gather_copy_out"].reset_index(drop=True)
+    co = labels[labels["label"] == "fsdp_copy_out"].reset_index(drop=True)
     c_idx = _latest_before(co["unit"].to_numpy(), co["start_ns"].to_numpy(),
                            use["unit"].to_numpy(), use["end_ns"].to_numpy())
     has_co = c_idx >= 0
@@ -135,7 +127,7 @@ def prefetch_gaps(events: pd.DataFrame, windows: pd.DataFrame, *,
         "rank": np.full(len(use), rank, dtype=np.int64),
         "step": windows["step"].to_numpy(np.int64)[w_idx] if len(windows) else events["step"].to_numpy()[first],
         "unit": use["unit"].to_numpy(object),
-        "pass": np.where(use["label"].to_numpy() == "pre_forward", "forward", "backward").astype(object),
+        "pass": np.where(use["label"].to_numpy() == "fsdp_pre_forward", "forward", "backward").astype(object),
         "prefetch_gap_ns": gap.astype(np.int64),
         "lead_ns": (first_ns - a["ag_start"].to_numpy(np.int64)).astype(np.int64),
         "all_gather_start_ns": a["ag_start"].to_numpy(np.int64),
@@ -193,26 +185,57 @@ PREFETCH_KNOBS = {
 }
 
 
+# What keeps the unit that opens a pass unsharded, so that it has nothing to gather (FSDP2 FSDPModule).
+OPENER_KNOBS = {
+    "forward": "FSDP2 `module.set_reshard_after_backward(False)` keeps it unsharded into the next step",
+    "backward": "FSDP2 `fully_shard(module, reshard_after_forward=False)` keeps it unsharded from forward to "
+                "backward",
+}
+
+
+def _opens_pass(prefetch: pd.DataFrame) -> pd.Series:
+    """Per row: its all-gather is the first of its pass on its rank and step, so no unit of that pass runs
+    before it to prefetch it (the root module's forward all-gather, say)."""
+    if prefetch.empty or "all_gather_start_ns" not in prefetch:
+        return pd.Series(False, index=prefetch.index)
+    first = prefetch.groupby(["rank", "step", "pass"])["all_gather_start_ns"].transform("min")
+    return prefetch["all_gather_start_ns"] == first
+
+
 def diagnose(prefetch: pd.DataFrame, config: PrefetchConfig = PrefetchConfig()) -> list[str]:
-    """One line per pass and cause whose all-gathers arrive late on average: not prefetched at all
-    (issued on demand in the unit's own pre-hook: prefetch is off, and the knob that turns it on), or
-    prefetched but still late (issued too close to its use)."""
+    """One line per pass and cause whose all-gathers arrive late on average: not prefetched, and the
+    first all-gather of the pass (nothing earlier in the pass can prefetch it: keep the module unsharded
+    instead); not prefetched otherwise (issued on demand in the unit's own pre-hook: prefetch is off,
+    and the knob that turns it on); or prefetched but still late (issued too close to its use)."""
     notes = []
+    opens = _opens_pass(prefetch)
     for pass_ in ("forward", "backward"):
-        rows = prefetch[(prefetch["pass"] == pass_) & (prefetch["prefetch_gap_ns"] > 0)]
+        sel = (prefetch["pass"] == pass_) & (prefetch["prefetch_gap_ns"] > 0)
+        rows = prefetch[sel]
         if rows.empty or rows["prefetch_gap_ns"].mean() < config.min_gap_ns:
             continue
         prefetched = rows["prefetched"].astype(bool) if "prefetched" in rows else pd.Series(True, index=rows.index)
-        for issued, part in ((False, rows[~prefetched]), (True, rows[prefetched])):
+        first = opens[sel]
+        # a unit opens the pass when every late all-gather of it that was not prefetched came first
+        on_demand = rows[~prefetched]
+        opener_units = set(on_demand.loc[first[~prefetched]].groupby("unit").size().index) - set(
+            on_demand.loc[~first[~prefetched], "unit"])
+        is_opener = on_demand["unit"].isin(opener_units)
+        for cause, part in (("opens", on_demand[is_opener]), ("on demand", on_demand[~is_opener]),
+                            ("late", rows[prefetched])):
             per_unit = part.groupby("unit")["prefetch_gap_ns"].mean()
             units = [u for u in per_unit.index if per_unit[u] >= config.min_gap_ns]
             if not units:
                 continue
             late = part[part["unit"].isin(units)]["prefetch_gap_ns"].mean() / 1e6
             what = f"{pass_} all-gathers of {_unit_label(units)}"
-            if issued:
+            if cause == "late":
                 notes.append(f"{what} are prefetched but arrive {late:.3g} ms late on average: prefetch is not "
                              "issued early enough (prefetch more modules ahead)")
+            elif cause == "opens":
+                notes.append(f"{what} open the {pass_} pass (the first all-gather of each step's {pass_}) and "
+                             f"arrive {late:.3g} ms late on average: no earlier unit can prefetch them "
+                             f"({OPENER_KNOBS[pass_]})")
             else:
                 notes.append(f"{what} are not prefetched (issued on demand when the unit runs) and arrive "
                              f"{late:.3g} ms late on average: {pass_} prefetch is off for them "

@@ -6,16 +6,22 @@ when and on which CPU thread a device event was launched (for CPU events they re
 `lane`), so analyzers can tie GPU work to the annotation that launched it without knowing whether
 the link was a Kineto correlation id or an nsys (correlationId, pid) pair. Two more carry an
 all-to-all's traffic per peer: `send_split_bytes` / `recv_split_bytes`, bytes to / from each group
-member in group order joined by commas ("" unknown; see ingest/splits.py).
+member in group order joined by commas ("" unknown; see ingest/splits.py). And `role` says what a
+CPU range is for (step, comm op, FSDP unit phase, micro-batch, scope: core/roles.py), assigned here
+from the reader's step pattern so that both readers fill it the same way and analyzers read it
+instead of name prefixes.
 """
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
+
+from .roles import DEFAULT_STEP_PATTERN, annotation_roles
 
 KINDS = ("compute", "comm", "memcpy", "memset", "sync", "cpu_op", "annotation")
 COLLECTIVES = (
@@ -41,15 +47,17 @@ COLUMNS: dict[str, str] = {
     "launch_lane": "category",
     "send_split_bytes": "category",
     "recv_split_bytes": "category",
+    "role": "category",
 }
 
 
-def make_table(rank: int, **columns: Any) -> pd.DataFrame:
+def make_table(rank: int, *, step_pattern: str | None = DEFAULT_STEP_PATTERN, **columns: Any) -> pd.DataFrame:
     """Build a rank's event table from column arrays; missing optional columns get their defaults.
 
     Required: lane, kind, name, start_ns, end_ns. Defaults: collective "", bytes -1, group "",
     seq -1, step -1, correlation -1, launch_ns = start_ns, launch_lane = lane, send_split_bytes and
-    recv_split_bytes "".
+    recv_split_bytes "". `role` is always derived (core/roles.py), with `step_pattern` the reader's
+    step ranges (matched whole, ignoring case).
     """
     n = len(columns["start_ns"])
     start = np.asarray(columns["start_ns"], dtype=np.int64)
@@ -59,7 +67,7 @@ def make_table(rank: int, **columns: Any) -> pd.DataFrame:
     }
     data: dict[str, Any] = {"rank": np.full(n, rank, dtype=np.int32)}
     for col, dtype in COLUMNS.items():
-        if col == "rank":
+        if col in ("rank", "role"):
             continue
         if col in columns and columns[col] is not None:
             value = columns[col]
@@ -77,6 +85,8 @@ def make_table(rank: int, **columns: Any) -> pd.DataFrame:
             data[col] = pd.Categorical(arr)
         else:
             data[col] = np.broadcast_to(np.asarray(value, dtype=dtype), (n,)).copy()
+    step_rx = re.compile(step_pattern, re.IGNORECASE) if step_pattern else None
+    data["role"] = annotation_roles(data["kind"], data["name"], data["collective"], step_rx)
     table = pd.DataFrame(data)
     bad_kind = set(table["kind"].cat.categories) - set(KINDS)
     assert not bad_kind, f"reader produced unknown kinds {bad_kind}"

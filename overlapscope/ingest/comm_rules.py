@@ -14,12 +14,8 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import OverlapscopeError
+from ..core.roles import is_comm_call
 from ..core.table import COLLECTIVES
-
-# CPU ops and annotations that are communication calls: device work launched inside one is
-# communication whatever its kernel's name (copy-engine all-gathers are memcpys).
-COMM_OP_PREFIXES = ("c10d::", "nccl:", "record_param_comms", "_c10d_functional::", "c10d_functional::",
-                    "symm_mem::", "gloo:")
 
 # Words that say "communication" in a kernel name that no rule claimed (the candidates warning).
 CANDIDATE_TOKENS = re.compile(
@@ -28,8 +24,7 @@ CANDIDATE_TOKENS = re.compile(
     re.IGNORECASE)
 
 
-def is_comm_op(name: str) -> bool:
-    return name.startswith(COMM_OP_PREFIXES)
+is_comm_op = is_comm_call  # the reader's launch context and the role column share one list
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -96,7 +96,7 @@ def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: di
     else:
         parts = _cpu_events(cols, cats, names, start, end, is_cpu)
     parts["step"] = steps_at(parts["launch_ns"], steps)
-    events = make_table(-1 if rank is None else rank, **parts)
+    events = make_table(-1 if rank is None else rank, step_pattern=step_pattern, **parts)
     meta = _meta(info, device_props, path, base_ns, comm_classification=comm_meta.get("comm_classification"),
                  stream_waits=_stream_waits(cols, cats, names, is_device),
                  extra={"dropped_events": drops.as_dict()} if drops.count else {})

@@ -79,7 +79,7 @@ def read_nsys(path: str | Path | Sequence[str | Path], *, step_pattern: str = DE
     world_size = max([len(procs)] + [r + 1 for r, _ in ranks])
     traces = []
     for proc, (rank, rank_from) in zip(procs, ranks):
-        events = make_table(rank, **proc.columns)
+        events = make_table(rank, step_pattern=step_pattern, **proc.columns)
         traces.append(RankTrace(rank=rank, events=events, steps=proc.steps, device="gpu", rank_from=rank_from,
                                 meta=replace(proc.meta, world_size=world_size)))
     return sorted(traces, key=lambda t: t.rank)

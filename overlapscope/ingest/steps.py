@@ -7,11 +7,11 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..core.roles import DEFAULT_STEP_PATTERN
 from ..errors import OverlapscopeError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_STEP_PATTERN = r"ProfilerStep#\d+|step\s*\d+"
 _NUMBER = re.compile(r"(\d+)\s*$")
 
 

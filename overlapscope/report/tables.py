@@ -40,7 +40,7 @@ def rank_rows(analysis: Analysis) -> pd.DataFrame:
     worst = (analysis.by_collective[analysis.by_collective["exposed_comm_ns"] > 0]
              .sort_values("exposed_comm_ns", ascending=False, kind="stable")
              .drop_duplicates("rank").set_index("rank"))
-    t["worst_collective"] = t["rank"].map(worst["collective"]).fillna("")
+    t["worst_collective"] = t["rank"].map(worst["collective"]).astype(object).fillna("")  # empty map: float NaN
     t["worst_collective_ns"] = t["rank"].map(worst["exposed_comm_ns"]).fillna(0).astype(np.int64)
     return t
 
