@@ -8,7 +8,7 @@
 Each contender runs in its own child process, measured from outside: wall time of the whole
 process (interpreter start and imports included, the same for all), CPU time (user+sys of the
 process and its pool workers), peak RSS of the largest single process (ru_maxrss from wait4) and
-peak memory of the whole process tree (sum of PSS, shared pages counted once, sampled every 10 ms:
+peak memory of the whole process tree (sum of PSS, shared pages counted once, sampled every 50 ms:
 what the machine must hold).
 
 (a) HTA 0.5.0: TraceAnalysis(trace_dir=RUN) then get_comm_comp_overlap() (the optional [hta] extra).
@@ -31,9 +31,12 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+# ../shared beside the checkout (the main one), or two levels up (a worktree under wt/)
+SHARED = next((p for p in (REPO.parent / "shared", REPO.parent.parent / "shared") if p.is_dir()), REPO.parent / "shared")
 DEFAULT_TRACE = SHARED / "traces" / "kineto-gpu" / "trace_diff_control" / "control.json.gz"
 TILE = SHARED / "tools" / "tile_trace.py"
+# How often the process tree's PSS is sampled: reading smaps costs the parent ~1/3 of a core at 10 ms.
+SAMPLE_S = 0.05
 
 
 def traces(run: Path) -> list[Path]:
@@ -73,7 +76,9 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, floa
     import psutil
 
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # stderr to a file, not a pipe: thousands of ranks' warnings would fill a pipe read only at the end
+    err_file = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err_file)
     ps = psutil.Process(proc.pid)
     tree_peak = 0
     while True:
@@ -84,10 +89,12 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, floa
             tree_peak = max(tree_peak, sum(_resident(p) for p in [ps, *ps.children(recursive=True)]))
         except psutil.Error:
             pass
-        time.sleep(0.01)
+        time.sleep(SAMPLE_S)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode(errors="replace")
+    err_file.seek(0)
+    err = err_file.read().decode(errors="replace")
+    err_file.close()
     if proc.returncode != 0:
         raise SystemExit(f"benchmark: {' '.join(cmd[:4])}... failed ({proc.returncode}):\n{err[-2000:]}")
     return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
@@ -111,7 +118,7 @@ def have_hta() -> bool:
     return True
 
 
-def bench_run(run: Path, *, hta: bool, warm: bool = True) -> dict:
+def bench_run(run: Path, *, hta: bool, warm: bool = True, no_cache: bool = False) -> dict:
     me = [sys.executable, str(Path(__file__).resolve())]
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     cache_home = Path(tempfile.mkdtemp(prefix="overlapscope-bench-cache-"))
@@ -127,6 +134,8 @@ def bench_run(run: Path, *, hta: bool, warm: bool = True) -> dict:
         out["overlap_pct"] = {r["rank"]: r["total"]["overlap_pct"] for r in doc["ranks"]}
         if warm:
             out["b_overlapscope_warm"] = measure(analyze, env)
+        if no_cache:
+            out["b_overlapscope_nocache"] = measure(analyze + ["--no-cache"], env)
         if hta:
             hta_out = cache_home / "hta.json"
             out["a_hta"] = measure(me + ["--child", "hta", str(run), str(hta_out)])
@@ -146,7 +155,8 @@ def print_run(r: dict) -> None:
     print(f"\n{r['ranks']} ranks, {mb(raw)} of JSON ({mb(raw / r['ranks'])} per rank): {r['run']}")
     print(f"  {'':34} {'wall s':>8} {'cpu s':>8} {'peak PSS tree':>14} {'largest proc':>13} {'tree / JSON':>11}")
     rows = [("(a) HTA 0.5.0", "a_hta"), ("(b) overlapscope analyze, cold", "b_overlapscope_cold"),
-            ("    overlapscope analyze, warm", "b_overlapscope_warm"), ("(c) floor: inflate + orjson", "c_floor")]
+            ("    overlapscope analyze, warm", "b_overlapscope_warm"),
+            ("    overlapscope analyze, --no-cache", "b_overlapscope_nocache"), ("(c) floor: inflate + orjson", "c_floor")]
     for label, key in rows:
         m = r.get(key)
         if m:
@@ -184,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()), help="where tiled runs go")
     ap.add_argument("--skip-hta", action="store_true")
+    ap.add_argument("--warm", action="store_true", help="time the warm re-run at every rank count, not the first only")
+    ap.add_argument("--no-cache", action="store_true", help="also time `analyze --no-cache` (no Parquet reads or writes)")
     ap.add_argument("--json", type=Path, help="also write the measurements here")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -196,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         print("benchmark: HTA is not installed (optional: pip install 'overlapscope[hta]'); timing (b) and (c) only")
     results = []
     if args.run:
-        results.append(bench_run(args.run, hta=hta))
+        results.append(bench_run(args.run, hta=hta, no_cache=args.no_cache))
     elif args.tile:
         if not TILE.is_file() or not args.trace.is_file():
             raise SystemExit(f"benchmark: --tile needs {TILE} and {args.trace}")
@@ -204,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for n in args.ranks:
                 run = tile(args.tile, n, args.trace, work)
-                results.append(bench_run(run, hta=hta and n == args.ranks[0], warm=n == args.ranks[0]))
+                results.append(bench_run(run, hta=hta and n == args.ranks[0], warm=args.warm or n == args.ranks[0],
+                                         no_cache=args.no_cache))
                 shutil.rmtree(run)
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -215,13 +228,21 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         print_run(r)
     if len(results) > 1:
-        print("\ngrowth with rank count, overlapscope analyze (cold cache):")
-        for r in results:
-            b = r["b_overlapscope_cold"]
-            print(f"  {r['ranks']:4d} ranks {mb(r['json_bytes']):>10} JSON: {b['wall_s']:7.2f} s wall, "
-                  f"{b['cpu_s']:7.2f} s cpu "
-                  f"({b['cpu_s'] / r['ranks']:.2f} s/rank), peak tree {mb(b['tree_rss'])}, largest proc "
-                  f"{mb(b['max_rss'])}; floor {r['c_floor']['wall_s']:.2f} s")
+        first = results[0]
+        print(f"\ngrowth with rank count (x: against {first['ranks']} ranks, measured in this run; b/c: against "
+              "the parse floor of the same files):")
+        for key, label in (("b_overlapscope_cold", "cold cache"), ("b_overlapscope_warm", "warm cache"),
+                           ("b_overlapscope_nocache", "--no-cache"), ("c_floor", "floor: inflate + orjson")):
+            if not all(key in r for r in results):
+                continue
+            print(f"  {label}:")
+            for r in results:
+                b, c, b0 = r[key], r["c_floor"], first[key]
+                print(f"    {r['ranks']:5d} ranks {mb(r['json_bytes']):>9} JSON: {b['wall_s']:7.2f} s wall "
+                      f"({b['wall_s'] / b0['wall_s']:6.1f}x), {b['cpu_s']:7.2f} s cpu ({b['cpu_s'] / b0['cpu_s']:6.1f}x, "
+                      f"{1000 * b['cpu_s'] / r['ranks']:5.1f} ms/rank), peak tree {mb(b['tree_rss'])} "
+                      f"({b['tree_rss'] / b0['tree_rss']:4.1f}x), largest proc {mb(b['max_rss'])}; "
+                      f"b/c wall {b['wall_s'] / c['wall_s']:.2f} cpu {b['cpu_s'] / c['cpu_s']:.2f}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0

@@ -79,6 +79,11 @@ def summarize(names: np.ndarray, kinds: np.ndarray, lanes: np.ndarray, start_ns:
             "candidates": _candidates(names, kinds, lanes, dur, config)}
 
 
+def _strs(values: np.ndarray) -> np.ndarray:
+    """An object array of Python str (what str() of each gives)."""
+    return np.array([v if isinstance(v, str) else str(v) for v in values.tolist()], dtype=object)
+
+
 def _sums(codes: np.ndarray, n: int, values: np.ndarray) -> np.ndarray:
     out = np.zeros(n, dtype=np.int64)
     np.add.at(out, codes, values)
@@ -91,7 +96,9 @@ def _candidates(names: np.ndarray, kinds: np.ndarray, lanes: np.ndarray, dur: np
     compute = kinds == "compute"
     if not compute.any():
         return []
-    uniq, inverse = np.unique(names[compute].astype(str), return_inverse=True)
+    # Object arrays, never .astype(str): a fixed-width copy of 34k kernel names thousands of characters
+    # long is hundreds of MB.
+    uniq, inverse = np.unique(_strs(names[compute]), return_inverse=True)
     count = np.bincount(inverse, minlength=uniq.size)
     device_ns = _sums(inverse, uniq.size, dur[compute])
     why = np.where([bool(CANDIDATE_TOKENS.search(kernel_base(str(n)))) for n in uniq],
@@ -111,12 +118,13 @@ def _lone_stream_names(names: np.ndarray, kinds: np.ndarray, lanes: np.ndarray, 
                        config: CandidateConfig) -> dict[str, list[str]]:
     """Side streams (not the compute stream) that run only a few distinct long kernels,
     none of them comm: what a communication library on its own stream looks like."""
-    lanes = lanes.astype(str)
-    sel = np.isin(kinds, ("compute", "comm")) & np.char.startswith(lanes.astype(np.str_), "stream:")
+    lane_all, lane_all_c = np.unique(_strs(lanes), return_inverse=True)
+    on_stream = np.array([lane.startswith("stream:") for lane in lane_all], dtype=bool)
+    sel = np.isin(kinds, ("compute", "comm")) & on_stream[lane_all_c.reshape(-1)]
     if not sel.any():
         return {}
-    lane_u, lane_c = np.unique(lanes[sel], return_inverse=True)
-    name_u, name_c = np.unique(names[sel].astype(str), return_inverse=True)
+    lane_u, lane_c = np.unique(_strs(lanes[sel]), return_inverse=True)
+    name_u, name_c = np.unique(_strs(names[sel]), return_inverse=True)
     k_dur, k_comm = dur[sel], kinds[sel] == "comm"
     total = _sums(lane_c, lane_u.size, k_dur)
     distinct = np.unique(lane_c * name_u.size + name_c) // name_u.size
