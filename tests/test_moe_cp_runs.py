@@ -41,21 +41,30 @@ def test_skewed_routing_shows_the_imbalance_and_names_the_hot_rank(profiled) -> 
     assert traffic.groupby("instance")["bytes"].sum().eq(4 * 16 * 64 // 2 * 256).all()  # 4 ranks x 512 tokens
 
 
-def test_microbatch_overlap_hides_dispatch_and_combine(profiled) -> None:
-    def exposed_forward(p) -> int:
-        m = p.analysis.moe_passes
-        return int(m.loc[m["pass"] == "forward", "exposed_comm_ns"].sum())
+def _forward_per_step(frame):
+    """Forward exposed and total comm per recorded step, summed over ranks and labels."""
+    return frame[frame["pass"] == "forward"].groupby("step")[["exposed_comm_ns", "comm_ns"]].sum()
 
-    knob_effect(profiled, ("moe_none", "moe_microbatch"), exposed_forward, lambda none, mb: mb < none)
+
+def test_microbatch_overlap_hides_dispatch_and_combine(profiled) -> None:
+    # The exposed share per step, not summed ns: load on a shared machine stretches comm and compute
+    # alike (measured under load: 1.0 for none in every step; 0.38-0.55 for microbatch while per-step
+    # exposed ns varied 3x), and the median over steps ignores one descheduled step.
+    def median_exposed_share(p) -> float:
+        per_step = _forward_per_step(p.analysis.moe_passes)
+        return float((per_step["exposed_comm_ns"] / per_step["comm_ns"]).median())
+
+    # microbatch overlaps half the micro-batches' dispatch/combine with expert compute: well below 0.8
+    knob_effect(profiled, ("moe_none", "moe_microbatch"), median_exposed_share,
+                lambda none, mb: none == 1.0 and mb < 0.8)
     m = profiled("moe_none").analysis.moe_passes
     fwd = m[m["pass"] == "forward"]
     assert (fwd["exposed_comm_ns"] == fwd["comm_ns"]).all(), "nothing computes while a synchronous all-to-all runs"
 
 
 def test_ring_overlap_hides_the_kv_transfer(profiled) -> None:
-    def exposed_forward(p) -> int:
-        r = p.analysis.ring_passes
-        return int(r.loc[r["pass"] == "forward", "exposed_comm_ns"].sum())
+    def exposed_forward(p) -> float:  # median over steps: one descheduled step does not decide
+        return float(_forward_per_step(p.analysis.ring_passes)["exposed_comm_ns"].median())
 
     knob_effect(profiled, ("cp_off", "cp_on"), exposed_forward, lambda off, on: on < off)
     ring = profiled("cp_on").analysis.ring_steps
