@@ -15,7 +15,7 @@ interpreter's HTA is used when it has one (the optional [hta] extra: 0.5.0).
 Each contender runs in its own child process, measured from outside: wall time of the whole
 process (interpreter start and imports included, the same for all), CPU time (user+sys of the
 process and its pool workers), peak RSS of the largest single process (ru_maxrss from wait4) and
-peak memory of the whole process tree (sum of PSS, shared pages counted once, sampled every 10 ms:
+peak memory of the whole process tree (sum of PSS, shared pages counted once, sampled every 50 ms:
 what the machine must hold).
 
 (a) HTA: TraceAnalysis(trace_dir=RUN) then get_comm_comp_overlap(), one row per --hta version.
@@ -45,6 +45,8 @@ REPO = Path(__file__).resolve().parents[1]
 # ../shared beside the checkout (/work/main), or /work/shared beside a worktree folder (/work/wt/NAME).
 SHARED = next((d for d in (REPO.parent / "shared", REPO.parents[1] / "shared") if d.is_dir()), REPO.parent / "shared")
 TILE = SHARED / "tools" / "tile_trace.py"
+# How often the process tree's PSS is sampled: reading smaps costs the parent ~1/3 of a core at 10 ms.
+SAMPLE_S = 0.05
 
 
 def traces(run: Path) -> list[Path]:
@@ -107,7 +109,9 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, floa
     import psutil
 
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # stderr to a file, not a pipe: thousands of ranks' warnings would fill a pipe read only at the end
+    err_file = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err_file)
     ps = psutil.Process(proc.pid)
     tree_peak = 0
     while True:
@@ -118,10 +122,12 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, floa
             tree_peak = max(tree_peak, sum(_resident(p) for p in [ps, *ps.children(recursive=True)]))
         except psutil.Error:
             pass
-        time.sleep(0.01)
+        time.sleep(SAMPLE_S)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode(errors="replace")
+    err_file.seek(0)
+    err = err_file.read().decode(errors="replace")
+    err_file.close()
     if proc.returncode != 0:
         raise SystemExit(f"benchmark: {' '.join(cmd[:4])}... failed ({proc.returncode}):\n{err[-2000:]}")
     return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
@@ -146,7 +152,7 @@ def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
 
 
 def bench_run(run: Path, *, htas: dict[str, str], warm: bool = True, repeat: int = 1,
-              hta_repeat: int = 1) -> dict:
+              hta_repeat: int = 1, no_cache: bool = False) -> dict:
     """Every contender on one run directory; htas: HTA label -> the Python that has it."""
     me = [str(Path(__file__).resolve())]
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -171,6 +177,8 @@ def bench_run(run: Path, *, htas: dict[str, str], warm: bool = True, repeat: int
         out["overlap_pct"] = {r["rank"]: r["total"]["overlap_pct"] for r in doc["ranks"]}
         if warm:
             out["b_overlapscope_warm"] = median_of([measure(analyze, env) for _ in range(repeat)])
+        if no_cache:
+            out["b_overlapscope_nocache"] = median_of([measure(analyze + ["--no-cache"], env) for _ in range(repeat)])
         for label, python in htas.items():
             hta_out = cache_home / "hta.json"
             out[f"a_hta_{label}"] = median_of([measure([python, *me, "--child", "hta", str(run), str(hta_out)])
@@ -196,6 +204,7 @@ def print_run(r: dict) -> None:
     rows = [*((f"(a) HTA {v}", f"a_hta_{v}") for v in htas),
             ("(b) overlapscope analyze, cold", "b_overlapscope_cold"),
             ("    overlapscope analyze, warm", "b_overlapscope_warm"),
+            ("    overlapscope analyze, --no-cache", "b_overlapscope_nocache"),
             ("(c) floor: ISA-L inflate", "floor_inflate"), ("(c) floor: inflate + simdjson parse", "floor_simdjson"),
             ("(c) floor: inflate + orjson", "floor_orjson")]
     for label, key in rows:
@@ -242,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="runs of (b) and (c) per run directory (median shown)")
     ap.add_argument("--hta-repeat", type=int, default=1, help="runs of each HTA (median shown)")
     ap.add_argument("--no-warm", action="store_true", help="skip the warm-cache run of (b)")
+    ap.add_argument("--warm", action="store_true", help="with --tile: the warm re-run at every rank count, not the first only")
+    ap.add_argument("--no-cache", action="store_true", help="also time `analyze --no-cache` (no Parquet reads or writes)")
     ap.add_argument("--json", type=Path, help="also write the measurements here")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -258,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     if args.run:
         results.append(bench_run(args.run, htas=htas, warm=not args.no_warm, repeat=args.repeat,
-                                 hta_repeat=args.hta_repeat))
+                                 hta_repeat=args.hta_repeat, no_cache=args.no_cache))
     elif args.shape or args.tile:
         if not TILE.is_file():
             raise SystemExit(f"benchmark: tiling needs {TILE}")
@@ -269,8 +280,9 @@ def main(argv: list[str] | None = None) -> int:
             for i, (name, trace, k, n) in enumerate(jobs):
                 run = tile(k, n, trace, work, name)
                 with_hta = htas if (args.hta_shapes is None or name in args.hta_shapes) and (args.shape or i == 0) else {}
-                results.append(bench_run(run, htas=with_hta, warm=not args.no_warm and (args.shape or i == 0),
-                                         repeat=args.repeat, hta_repeat=args.hta_repeat))
+                results.append(bench_run(run, htas=with_hta,
+                                         warm=not args.no_warm and bool(args.shape or args.warm or i == 0),
+                                         repeat=args.repeat, hta_repeat=args.hta_repeat, no_cache=args.no_cache))
                 results[-1]["shape"] = name
                 shutil.rmtree(run)
         finally:
@@ -282,13 +294,21 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         print_run(r)
     if len(results) > 1 and not args.shape:
-        print("\ngrowth with rank count, overlapscope analyze (cold cache):")
-        for r in results:
-            b = r["b_overlapscope_cold"]
-            print(f"  {r['ranks']:4d} ranks {mb(r['json_bytes']):>10} JSON: {b['wall_s']:7.2f} s wall, "
-                  f"{b['cpu_s']:7.2f} s cpu "
-                  f"({b['cpu_s'] / r['ranks']:.2f} s/rank), peak tree {mb(b['tree_rss'])}, largest proc "
-                  f"{mb(b['max_rss'])}; floor (simdjson) {r['floor_simdjson']['cpu_s']:.2f} cpu s")
+        first = results[0]
+        print(f"\ngrowth with rank count (x: against {first['ranks']} ranks, measured in this run; b/c: against "
+              "the simdjson parse floor of the same files):")
+        for key, label in (("b_overlapscope_cold", "cold cache"), ("b_overlapscope_warm", "warm cache"),
+                           ("b_overlapscope_nocache", "--no-cache"), ("floor_simdjson", "floor: inflate + simdjson")):
+            if not all(key in r for r in results):
+                continue
+            print(f"  {label}:")
+            for r in results:
+                b, c, b0 = r[key], r["floor_simdjson"], first[key]
+                print(f"    {r['ranks']:5d} ranks {mb(r['json_bytes']):>9} JSON: {b['wall_s']:7.2f} s wall "
+                      f"({b['wall_s'] / b0['wall_s']:6.1f}x), {b['cpu_s']:7.2f} s cpu ({b['cpu_s'] / b0['cpu_s']:6.1f}x, "
+                      f"{1000 * b['cpu_s'] / r['ranks']:5.1f} ms/rank), peak tree {mb(b['tree_rss'])} "
+                      f"({b['tree_rss'] / b0['tree_rss']:4.1f}x), largest proc {mb(b['max_rss'])}; "
+                      f"b/c wall {b['wall_s'] / c['wall_s']:.2f} cpu {b['cpu_s'] / c['cpu_s']:.2f}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0
