@@ -4,6 +4,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import zlib
+from pathlib import Path
 
 import orjson
 import pandas as pd
@@ -94,6 +95,16 @@ def test_unusual_file_falls_back_to_the_generic_path(tmp_path):
 @pytest.mark.needs_shared(REAL_TRACES)
 @pytest.mark.parametrize("path", sorted(REAL_TRACES.glob("kineto-gpu/*/*.json.gz")), ids=lambda p: p.name)
 def test_real_traces_read_the_same_on_both_paths(path):
+    assert_same(*both_paths(path))
+
+
+REFERENCE_RUNS = Path(__file__).resolve().parents[1] / "traces"
+
+
+@pytest.mark.parametrize("path", sorted(REFERENCE_RUNS.glob("*/*.json.gz")),
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_reference_runs_read_the_same_on_both_paths(path):
+    """traces/: the committed reference runs (GPU-less CPU/gloo jobs), every rank of each."""
     assert_same(*both_paths(path))
 
 

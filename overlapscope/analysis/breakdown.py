@@ -54,9 +54,12 @@ def exposed_by_key_and_step(events: pd.DataFrame, windows: pd.DataFrame, keys: n
         totals.append((label, int(sel.sum()), int(comm_w.sum()), int(exposed_w.sum())))
         present = np.flatnonzero((comm_w > 0) | (count_w > 0))
         per_step.append((present, np.full(present.size, code), count_w[present], comm_w[present], exposed_w[present]))
-    out = pd.DataFrame(totals, columns=[column, "count", "comm_ns", "exposed_comm_ns"])
-    out = out.astype({"count": np.int64, "comm_ns": np.int64, "exposed_comm_ns": np.int64})
-    out = out.sort_values(["exposed_comm_ns", column], ascending=[False, True], kind="stable").reset_index(drop=True)
+    # Largest exposed first, then by key: the keys are sorted, so a stable sort on exposed keeps them.
+    t_label, t_count, t_comm, t_exposed = (np.array(c, dtype=d) for c, d in zip(
+        zip(*totals) if totals else ((), (), (), ()), (object, np.int64, np.int64, np.int64)))
+    rank_order = np.argsort(-t_exposed, kind="stable")
+    out = pd.DataFrame({column: t_label[rank_order], "count": t_count[rank_order], "comm_ns": t_comm[rank_order],
+                        "exposed_comm_ns": t_exposed[rank_order]})
     if per_step:
         win, code, count, comm_ns, exposed_ns = (np.concatenate(parts) for parts in zip(*per_step))
     else:

@@ -80,21 +80,27 @@ def _complete_steps(work: pd.DataFrame, trace: RankTrace) -> tuple[pd.DataFrame,
 def _device_windows(work: pd.DataFrame, trace: RankTrace) -> pd.DataFrame:
     # W_s = [first device start launched in s, first device start launched in s+1); the last
     # window ends at the end of the last device event launched in it.
-    in_step = work[work["step"].to_numpy() >= 0]
-    if in_step.empty:
+    step = work["step"].to_numpy()
+    in_step = step >= 0
+    if not in_step.any():
         raise TraceError("no device work was launched inside any step range "
                          "(use --no-steps to analyze the whole trace as one window)", trace.source)
-    per_step = in_step.groupby("step", observed=True).agg(
-        first_ns=("start_ns", "min"), last_end_ns=("end_ns", "max")).sort_values("first_ns")
+    # Per step, its first device start and last device end (NumPy: this runs once per rank).
+    numbers, which = np.unique(step[in_step], return_inverse=True)
+    firsts = np.full(numbers.size, np.iinfo(np.int64).max, dtype=np.int64)
+    last_ends = np.full(numbers.size, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(firsts, which, work["start_ns"].to_numpy(np.int64)[in_step])
+    np.maximum.at(last_ends, which, work["end_ns"].to_numpy(np.int64)[in_step])
+    order = np.argsort(firsts, kind="stable")
+    numbers, firsts, last_ends = numbers[order], firsts[order], last_ends[order]
     # A step range that launched no device work has no device window (real traces end with one: the
     # range the profiler opened for a step it then stopped in). Said, never silently skipped.
-    idle = np.setdiff1d(trace.steps["step"].to_numpy(), per_step.index.to_numpy())
+    idle = np.setdiff1d(trace.steps["step"].to_numpy(), numbers)
     if idle.size:
         log.warning("%s: step%s %s launched no device work (no kernel, memcpy or memset launched inside the "
                     "range); left out", trace.source, "s" if idle.size > 1 else "", ", ".join(map(str, idle[:8])))
-    firsts = per_step["first_ns"].to_numpy(np.int64)
-    ends = np.append(firsts[1:], per_step["last_end_ns"].to_numpy(np.int64)[-1])
-    return _frame(per_step.index.to_numpy(), firsts, ends)
+    ends = np.append(firsts[1:], last_ends[-1])
+    return _frame(numbers, firsts, ends)
 
 
 def _cpu_windows(work: pd.DataFrame, trace: RankTrace) -> pd.DataFrame:

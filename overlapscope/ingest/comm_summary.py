@@ -63,47 +63,77 @@ def summarize(names: np.ndarray, kinds: np.ndarray, lanes: np.ndarray, start_ns:
     dur = np.maximum(np.asarray(end_ns, np.int64) - np.asarray(start_ns, np.int64), 0)
     work = np.isin(kinds, ("comm", "compute", "memcpy", "memset"))
     device_ns = int(dur[work].sum())
-    frame = pd.DataFrame({"name": np.asarray(names, dtype=object), "kind": kinds, "lane": np.asarray(lanes, dtype=object),
-                          "dur": dur, "by": np.asarray(comm_by, dtype=object)})[work]
-    comm = frame[frame["kind"] == "comm"]
+    names, kinds, lanes, dur = (np.asarray(names, dtype=object)[work], kinds[work],
+                                np.asarray(lanes, dtype=object)[work], dur[work])
+    is_comm = kinds == "comm"
     families = []
-    for by, sub in comm.groupby("by", sort=True):
-        per_name = sub.groupby("name")["dur"].sum().sort_values(ascending=False)
-        families.append({"rule": str(by), "kernels": int(per_name.size), "example": str(per_name.index[0]),
-                         "count": int(len(sub)), "device_ns": int(sub["dur"].sum())})
-    families.sort(key=lambda f: -f["device_ns"])
-    return {"device_ns": device_ns, "families": families, "candidates": _candidates(frame, config)}
+    if is_comm.any():
+        comm = pd.DataFrame({"name": names[is_comm], "dur": dur[is_comm],
+                             "by": np.asarray(comm_by, dtype=object)[work][is_comm]})
+        for by, sub in comm.groupby("by", sort=True):
+            per_name = sub.groupby("name")["dur"].sum().sort_values(ascending=False)
+            families.append({"rule": str(by), "kernels": int(per_name.size), "example": str(per_name.index[0]),
+                             "count": int(len(sub)), "device_ns": int(sub["dur"].sum())})
+        families.sort(key=lambda f: -f["device_ns"])
+    return {"device_ns": device_ns, "families": families,
+            "candidates": _candidates(names, kinds, lanes, dur, config)}
 
 
-def _candidates(frame: pd.DataFrame, config: CandidateConfig) -> list[dict[str, Any]]:
-    compute = frame[frame["kind"] == "compute"]
-    if compute.empty:
+def _strs(values: np.ndarray) -> np.ndarray:
+    """An object array of Python str (what str() of each gives)."""
+    return np.array([v if isinstance(v, str) else str(v) for v in values.tolist()], dtype=object)
+
+
+def _sums(codes: np.ndarray, n: int, values: np.ndarray) -> np.ndarray:
+    out = np.zeros(n, dtype=np.int64)
+    np.add.at(out, codes, values)
+    return out
+
+
+def _candidates(names: np.ndarray, kinds: np.ndarray, lanes: np.ndarray, dur: np.ndarray,
+                config: CandidateConfig) -> list[dict[str, Any]]:
+    """Per distinct compute kernel name (NumPy on codes: this runs for every rank)."""
+    compute = kinds == "compute"
+    if not compute.any():
         return []
-    per_name = compute.groupby("name").agg(count=("dur", "size"), device_ns=("dur", "sum"))
-    why = pd.Series("", index=per_name.index, dtype=object)
-    by_word = np.array([bool(CANDIDATE_TOKENS.search(kernel_base(str(n)))) for n in per_name.index], dtype=bool)
-    why[by_word] = "communication word in the name"
-    for lane, names in _lone_stream_names(frame, config).items():
-        for n in names:
-            if why.get(n, "x") == "":
-                why[n] = f"long kernels alone on {lane}, which runs no other kernel"
-    picked = per_name[why != ""]
-    out = [{"name": str(n), "count": int(r["count"]), "device_ns": int(r["device_ns"]), "why": str(why[n]),
-            "comm_pattern": suggested_pattern(str(n))} for n, r in picked.iterrows()]
+    # Object arrays, never .astype(str): a fixed-width copy of 34k kernel names thousands of characters
+    # long is hundreds of MB.
+    uniq, inverse = np.unique(_strs(names[compute]), return_inverse=True)
+    count = np.bincount(inverse, minlength=uniq.size)
+    device_ns = _sums(inverse, uniq.size, dur[compute])
+    why = np.where([bool(CANDIDATE_TOKENS.search(kernel_base(str(n)))) for n in uniq],
+                   "communication word in the name", "").astype(object)
+    position = {str(n): i for i, n in enumerate(uniq)}
+    for lane, lone in _lone_stream_names(names, kinds, lanes, dur, config).items():
+        for n in lone:
+            i = position.get(n)
+            if i is not None and why[i] == "":
+                why[i] = f"long kernels alone on {lane}, which runs no other kernel"
+    out = [{"name": str(uniq[i]), "count": int(count[i]), "device_ns": int(device_ns[i]), "why": str(why[i]),
+            "comm_pattern": suggested_pattern(str(uniq[i]))} for i in np.flatnonzero(why != "")]
     return sorted(out, key=lambda c: (-c["device_ns"], c["name"]))
 
 
-def _lone_stream_names(frame: pd.DataFrame, config: CandidateConfig) -> dict[str, list[str]]:
+def _lone_stream_names(names: np.ndarray, kinds: np.ndarray, lanes: np.ndarray, dur: np.ndarray,
+                       config: CandidateConfig) -> dict[str, list[str]]:
     """Side streams (not the compute stream) that run only a few distinct long kernels,
     none of them comm: what a communication library on its own stream looks like."""
-    kernels = frame[frame["kind"].isin(("compute", "comm")) & frame["lane"].astype(str).str.startswith("stream:")]
-    if kernels.empty:
+    lane_all, lane_all_c = np.unique(_strs(lanes), return_inverse=True)
+    on_stream = np.array([lane.startswith("stream:") for lane in lane_all], dtype=bool)
+    sel = np.isin(kinds, ("compute", "comm")) & on_stream[lane_all_c.reshape(-1)]
+    if not sel.any():
         return {}
-    per_lane = kernels.groupby("lane").agg(total=("dur", "sum"), names=("name", "nunique"),
-                                           median=("dur", "median"), comm=("kind", lambda k: (k == "comm").any()))
-    # The compute stream runs the model's many kernels: most distinct names, then most time.
-    main = per_lane.sort_values(["names", "total"], ascending=False, kind="stable").index[0]
-    lone = per_lane[(per_lane.index != main) & (per_lane["names"] <= config.lone_stream_max_names)
-                    & (per_lane["names"] < per_lane.loc[main, "names"])
-                    & (per_lane["median"] >= config.lone_stream_min_median_ns) & ~per_lane["comm"].astype(bool)]
-    return {str(lane): sorted(kernels.loc[kernels["lane"] == lane, "name"].astype(str).unique()) for lane in lone.index}
+    lane_u, lane_c = np.unique(_strs(lanes[sel]), return_inverse=True)
+    name_u, name_c = np.unique(_strs(names[sel]), return_inverse=True)
+    k_dur, k_comm = dur[sel], kinds[sel] == "comm"
+    total = _sums(lane_c, lane_u.size, k_dur)
+    distinct = np.unique(lane_c * name_u.size + name_c) // name_u.size
+    n_names = np.bincount(distinct, minlength=lane_u.size)
+    median = np.array([np.median(k_dur[lane_c == i]) for i in range(lane_u.size)])
+    has_comm = np.bincount(lane_c, weights=k_comm, minlength=lane_u.size) > 0
+    # The compute stream runs the model's many kernels: most distinct names, then most time (the
+    # first such lane in lane order).
+    main = int(np.lexsort((np.arange(lane_u.size), -total, -n_names))[0])
+    lone = ((np.arange(lane_u.size) != main) & (n_names <= config.lone_stream_max_names) & (n_names < n_names[main])
+            & (median >= config.lone_stream_min_median_ns) & ~has_comm)
+    return {str(lane_u[i]): sorted(set(name_u[name_c[lane_c == i]].tolist())) for i in np.flatnonzero(lone)}

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.errors import TraceError
+from overlapscope.ingest.nsys_arrow import fetch_arrow
 
 log = logging.getLogger(__name__)
 
@@ -137,9 +138,13 @@ def fetch(conn: sqlite3.Connection, sql: str, columns: Sequence[str], dtypes: di
           params: Sequence[object] = ()) -> dict[str, np.ndarray]:
     """Run `sql` and return its columns as arrays; NULLs in integer columns must be COALESCEd in SQL.
 
-    Rows arrive in chunks so that only one chunk is ever held as Python tuples; zip(*rows)
+    Through ADBC when it is installed (nsys_arrow: Arrow columns, no Python object per value);
+    else rows arrive in chunks so that only one chunk is ever held as Python tuples; zip(*rows)
     transposes a chunk in C and each column converts in one NumPy call.
     """
+    arrow = fetch_arrow(conn, sql, columns, dtypes, params)
+    if arrow is not None:
+        return arrow
     kinds = [object if dtypes.get(col) == "object" else np.int64 for col in columns]
     parts: list[list[np.ndarray]] = [[] for _ in columns]
     cursor = conn.execute(sql, params)
