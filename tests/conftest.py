@@ -5,12 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from shared_data import REAL_TRACES
+from data_paths import REAL_TRACES
 
-# What a test may skip for, when it is absent here: a comma list of "shared" (the real traces in
-# tests/data/real) and "browser" (Chromium + chromedriver). Empty by default: `make test` and .ci/run set
-# up both, so a missing one is a broken set-up and fails the test instead of hiding it.
+# What a test may skip for, when it is absent here: "browser" (Chromium + chromedriver, which `make test`
+# installs). Empty by default, so a missing browser is a broken set-up and fails the test instead of hiding
+# it. Committed test data (tests/data) is never skippable: a checkout without it is broken.
 MAY_SKIP = "OVERLAPSCOPE_TESTS_MAY_SKIP"
+CACHE_DIR_NAME = ".overlapscope-cache"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -19,7 +20,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "needs_shared(*paths): reads these real-trace files or folders (tests/data/real)")
+    config.addinivalue_line("markers", "needs_data(*paths): reads these committed test-data files or folders")
     config.addinivalue_line("markers", "needs_browser: drives headless Chromium")
 
 
@@ -53,44 +54,54 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     after = snapshot()
     changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
-    if changed:
-        shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        message = f"tests changed their inputs (tests never write beside test data): {shown}"
-        if reporter is not None:
-            reporter.write_line(f"ERROR: {message}", red=True)
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    # a cache folder beside the data fails the session even when an earlier run left it (it is
+    # git-ignored, so nothing else would show it)
+    caches = sorted(p for p in after if os.path.basename(p) == CACHE_DIR_NAME)
+    for what, paths in (("tests changed their inputs (tests never write beside test data)", changed),
+                        ("a cache folder lies in the test data (tests use a temporary cache)", caches)):
+        if paths:
+            shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+            reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(f"ERROR: {what}: {shown}", red=True)
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 _BEFORE = pytest.StashKey[dict]()
 
 
-def absent(kind: str, why: str) -> None:
-    """Fail (or skip, when MAY_SKIP lists `kind`) a test whose input or tool is missing."""
-    if kind in {k.strip() for k in os.environ.get(MAY_SKIP, "").split(",")}:
+def data_missing(why: str) -> None:
+    """Fail a test whose committed data is missing: the checkout is broken, nothing to set up."""
+    pytest.fail(f"{why}: the checkout lacks committed test data (git status, git checkout -- tests/data)",
+                pytrace=False)
+
+
+def browser_absent(why: str) -> None:
+    """Fail (or skip, when MAY_SKIP lists "browser") a browser test on a machine without Chromium."""
+    if "browser" in {k.strip() for k in os.environ.get(MAY_SKIP, "").split(",")}:
         pytest.skip(why)
-    pytest.fail(f"{why}: `make test` sets it up, or set {MAY_SKIP}={kind} to skip such tests", pytrace=False)
+    pytest.fail(f"{why}: `make test` installs it, or set {MAY_SKIP}=browser to skip such tests", pytrace=False)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    # before fixtures: a module fixture that reads a shared trace must not fail first with a traceback
-    for mark in item.iter_markers("needs_shared"):
+    # before fixtures: a module fixture that reads a committed trace must not fail first with a traceback
+    for mark in item.iter_markers("needs_data"):
         missing = [str(p) for p in mark.args if not os.path.exists(p)]
         if missing:
-            absent("shared", f"{missing[0]} is not there (test data missing from this checkout)")
+            data_missing(f"{missing[0]} is not there")
     if item.get_closest_marker("needs_browser"):
         from overlapscope.dashboard.testing import browser_missing
 
         why = browser_missing()
         if why:
-            absent("browser", why)
+            browser_absent(why)
 
 
 @pytest.fixture
 def real_traces() -> os.PathLike:
     if not REAL_TRACES.is_dir():
-        absent("shared", f"{REAL_TRACES} is not there (test data missing from this checkout)")
+        data_missing(f"{REAL_TRACES} is not there")
     return REAL_TRACES
 
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from crossrank_tables import MS, US, ev, table, windows
-from shared_data import REAL_TRACES
+from data_paths import REAL_TRACES
 from overlapscope.analysis.collectives import (COLLECTIVE_COLUMNS, STRAGGLER_COLUMNS, analyze_collectives,
                                                busbw_factor)
 
@@ -166,7 +166,7 @@ def test_busbw_factors_are_nccl_tests():
 SAMPLED = REAL_TRACES / "kineto-gpu" / "trace_filter_2rank"
 
 
-@pytest.mark.needs_shared(SAMPLED)
+@pytest.mark.needs_data(SAMPLED)
 def test_real_sampled_two_rank_trace_matches_by_time():
     """Event-sampled ranks 0 and 1 of a 128-GPU job: half the SendRecv kernels have no partner in the
     other file. The five that do end within 0.4 ms of each other; order matching would pair the wrong ones."""

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from shared_data import REAL_TRACES
+from data_paths import REAL_TRACES
 
 SQLITE = REAL_TRACES / "nsys" / "mfu_2gpu_before.sqlite"
-pytestmark = pytest.mark.needs_shared(SQLITE)
+pytestmark = pytest.mark.needs_data(SQLITE)
 
 
 def test_every_sendrecv_kernel_matches_and_one_clock_gives_offset_near_zero():

@@ -21,7 +21,7 @@ from overlapscope import analyze, load_run
 from overlapscope.dashboard import create_app
 from overlapscope.dashboard import testing as T
 from overlapscope.dashboard.data import ALL_STEPS, Lane, decimate, load_run_data
-from shared_data import REAL_TRACES
+from data_paths import REAL_TRACES
 from overlapscope.dashboard.timeline import rect_widths, timeline_figure, untyped, view_from_relayout
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,7 +29,7 @@ GPU = REAL_TRACES / "kineto-gpu"
 CONTROL = GPU / "trace_diff_control/control.json.gz"
 NCCL = GPU / "nccl_parser_config/nccl_data.json.gz"
 
-needs_shared = pytest.mark.needs_shared(CONTROL, NCCL)
+needs_data = pytest.mark.needs_data(CONTROL, NCCL)
 needs_browser = pytest.mark.needs_browser
 
 # The committed example runs (CPU + gloo, 2 ranks; see traces/README.md).
@@ -121,7 +121,7 @@ def test_view_from_relayout():
     assert view_from_relayout({"autosize": True}, 0) is None
 
 
-@needs_shared
+@needs_data
 def test_exposed_lane_equals_analyzer_every_step_and_zoom():
     data = load_run_data(CONTROL)
     steps = data.analysis.steps
@@ -152,7 +152,7 @@ def test_bad_run_becomes_a_readable_error(tmp_path):
 # ---------- in Chromium ----------
 
 @needs_browser
-@needs_shared
+@needs_data
 def test_gpu_trace_page_summary_timeline_steps_zoom_and_breakdowns(browser):
     from selenium.webdriver.common.by import By
 
@@ -229,7 +229,7 @@ def test_cpu_run_page_has_lanes_per_rank_and_exact_exposed(browser, cpu_run):
 
 
 @needs_browser
-@needs_shared
+@needs_data
 def test_two_runs_side_by_side_and_compare(browser):
     from selenium.webdriver.common.by import By
 

@@ -12,14 +12,14 @@ import pytest
 from click.testing import CliRunner
 
 from mutate_trace import mutate_file
-from shared_data import REAL_TRACES
+from data_paths import REAL_TRACES
 from overlapscope.cli import main
 
 TRACES = {
     "control": REAL_TRACES / "kineto-gpu/trace_diff_control/control.json.gz",
     "nccl": REAL_TRACES / "kineto-gpu/nccl_parser_config/nccl_data.json.gz",
 }
-pytestmark = pytest.mark.needs_shared(*TRACES.values())
+pytestmark = pytest.mark.needs_data(*TRACES.values())
 # The collective that carries most of each trace's exposed communication (traces/README.md).
 # control.json.gz runs its all-to-alls as SendRecv kernels inside nccl:all_to_all: named as called.
 MAIN_COLLECTIVE = {"control": "all_to_all", "nccl": "all_reduce"}

@@ -28,12 +28,12 @@ import overlapscope
 from overlapscope.cli import main
 from overlapscope.errors import OverlapscopeError
 from overlapscope.ingest.nsys import read_nsys
-from shared_data import REAL_TRACES
+from data_paths import REAL_TRACES
 
 NSYS_DIR = REAL_TRACES / "nsys"
 MFU = NSYS_DIR / "mfu_2gpu_before.sqlite"
 MOCK = NSYS_DIR / "mock.sqlite"
-needs_real = pytest.mark.needs_shared(MFU, MOCK)
+needs_real = pytest.mark.needs_data(MFU, MOCK)
 
 
 def sql(path: Path, query: str, *params: object) -> list[tuple]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from shared_data import REAL_TRACES
+from data_paths import REAL_TRACES
 from nsys_builder import small_run
 from overlapscope.errors import TraceError
 from overlapscope.ingest import nsys_arrow
@@ -41,7 +41,7 @@ def assert_same(a, b) -> None:
         assert (x.rank, x.rank_from, x.meta) == (y.rank, y.rank_from, y.meta)
 
 
-@pytest.mark.needs_shared(REAL_TRACES)
+@pytest.mark.needs_data(REAL_TRACES)
 @pytest.mark.parametrize("path", sorted((REAL_TRACES / "nsys").glob("*.sqlite")), ids=lambda p: p.name)
 def test_real_exports_read_the_same_through_adbc_and_sqlite3(path, monkeypatch):
     taken = []

@@ -10,7 +10,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from shared_data import REAL_TRACES
+from data_paths import REAL_TRACES
 from kineto_builder import KinetoTrace
 from overlapscope.errors import TraceError
 from overlapscope.ingest import kineto_parse
@@ -92,7 +92,7 @@ def test_unusual_file_falls_back_to_the_generic_path(tmp_path):
     assert "5" in set(trace.events["name"].astype(str))
 
 
-@pytest.mark.needs_shared(REAL_TRACES)
+@pytest.mark.needs_data(REAL_TRACES)
 @pytest.mark.parametrize("path", sorted(REAL_TRACES.glob("kineto-gpu/*/*.json.gz")), ids=lambda p: p.name)
 def test_real_traces_read_the_same_on_both_paths(path):
     assert_same(*both_paths(path))

@@ -12,7 +12,7 @@ from overlapscope import load_run
 from overlapscope.cli import main
 from overlapscope.core.table import RankMeta, RankTrace, Run, make_table
 from overlapscope.report.perfetto import EXPOSED_TID, EXPOSED_TRACK, write_perfetto
-from shared_data import REAL_TRACES
+from data_paths import REAL_TRACES
 
 CONTROL = REAL_TRACES / "kineto-gpu/trace_diff_control/control.json.gz"
 SAMPLED = REAL_TRACES / "kineto-gpu/trace_filter_2rank"
@@ -57,7 +57,7 @@ def export_cli(run, tmp_path) -> dict:
     return json.loads(out.read_text())
 
 
-@pytest.mark.needs_shared(CONTROL)
+@pytest.mark.needs_data(CONTROL)
 def test_export_cli_on_real_trace_matches_reference(tmp_path):
     doc = export_cli(CONTROL, tmp_path)
     xs = [e for e in doc["traceEvents"] if e["ph"] == "X"]
@@ -70,7 +70,7 @@ def test_export_cli_on_real_trace_matches_reference(tmp_path):
     assert {e["pid"] for e in xs} == {3}
 
 
-@pytest.mark.needs_shared(SAMPLED)
+@pytest.mark.needs_data(SAMPLED)
 def test_export_two_ranks_one_process_each(tmp_path):
     doc = export_cli(SAMPLED, tmp_path)
     exposed = {}

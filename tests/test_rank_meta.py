@@ -11,7 +11,7 @@ from kineto_builder import KinetoTrace
 from overlapscope.analysis.crossrank import group_sizes
 from overlapscope.core.table import ProcessGroup, RankMeta
 from overlapscope.report.json_report import to_json
-from shared_data import REAL_TRACES
+from data_paths import REAL_TRACES
 
 NSYS_MOCK = REAL_TRACES / "nsys" / "mock.sqlite"
 KINETO_PG = REAL_TRACES / "kineto-gpu" / "nccl_parser_config"
@@ -22,7 +22,7 @@ def meta_of(path):
     return [t.meta for t in overlapscope.load_run(path, cache=False).ranks]
 
 
-@pytest.mark.needs_shared(NSYS_MOCK)
+@pytest.mark.needs_data(NSYS_MOCK)
 def test_nsys_fills_device_clock_host_and_the_report_shows_the_device():
     (meta,) = meta_of(NSYS_MOCK)
     assert (meta.source_format, meta.source_file) == ("nsys", str(NSYS_MOCK))
@@ -33,7 +33,7 @@ def test_nsys_fills_device_clock_host_and_the_report_shows_the_device():
     assert report["run"]["device_name"] == "NVIDIA GeForce RTX 3080"
 
 
-@pytest.mark.needs_shared(KINETO_PG)
+@pytest.mark.needs_data(KINETO_PG)
 def test_kineto_fills_device_backend_groups_and_clock():
     (meta,) = meta_of(KINETO_PG)
     assert meta.source_format == "kineto" and meta.source_file.endswith("nccl_data.json.gz")

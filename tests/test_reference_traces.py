@@ -8,7 +8,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from shared_data import REAL_TRACES
+from data_paths import REAL_TRACES
 from overlapscope.cli import main
 
 KEYS = ("window", "compute", "comm", "overlapped", "exposed_comm", "exposed_memcpy", "idle")
@@ -41,13 +41,13 @@ def _us(cell: str) -> float:
     return float(cell.replace(",", ""))
 
 
-@pytest.mark.needs_shared(REAL_TRACES / "README.md")
+@pytest.mark.needs_data(REAL_TRACES / "README.md")
 def test_reference_table_is_found():
     # the parametrized test below has no cases when the table is not found: this one says so
     assert len(KINETO_ROWS) >= 6, KINETO_ROWS
 
 
-@pytest.mark.needs_shared(REAL_TRACES / "README.md")
+@pytest.mark.needs_data(REAL_TRACES / "README.md")
 @pytest.mark.parametrize("row", KINETO_ROWS, ids=[r["trace"] for r in KINETO_ROWS])
 def test_kineto_reference_totals(row):
     path = REAL_TRACES / "kineto-gpu" / row["trace"]
