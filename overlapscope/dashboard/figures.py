@@ -6,7 +6,6 @@ section has no data, and the layout says "no data for this run" instead of drawi
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..analysis.result import key_label
+from ..core.roles import microbatch_label
 from .data import RunData, escape
 from .steps import step_label
 
@@ -32,7 +32,6 @@ PASS_COLORS = {"forward": "#4c78a8", "backward": "#b279a2"}
 RANK_COLORS = ("#4c78a8", "#e45756", "#54a24b", "#b279a2", "#f58518", "#72b7b2", "#eeca3b", "#9d755d")
 # Legends above the plot, right-aligned: below it they collide with the axis title.
 LEGEND_TOP = {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1.0, "xanchor": "right"}
-_MICROBATCH = re.compile(r"^(Forward|Backward) \d+$|^PP:")
 TOP_KEYS = 20
 
 
@@ -158,18 +157,19 @@ def microbatch_gantt(data: RunData, step: int) -> go.Figure | None:
         lane = ranges[0]
         idx = lane.visible(*window)
         names = lane.names[idx].astype(str)
-        uniq, inverse = np.unique(names, return_inverse=True)  # match each distinct label once
-        hit = np.array([bool(_MICROBATCH.match(n)) for n in uniq], dtype=bool)[inverse]
+        uniq, inverse = np.unique(names, return_inverse=True)  # parse each distinct label once
+        labels = [microbatch_label(n) for n in uniq]  # the syntax bubbles.py reads (core/roles.py)
+        hit = np.array([lb is not None for lb in labels], dtype=bool)[inverse]
         if not hit.any():
             continue
+        forward = np.array([lb is not None and lb[1] == "F" for lb in labels], dtype=bool)[inverse][hit]
         s, e = lane.starts[idx][hit] + rv.offset_ns, lane.ends[idx][hit] + rv.offset_ns
         t0 = s.min() if t0 is None else min(t0, s.min())
-        bars.append((rv.rank, names[hit], s, e))
+        bars.append((rv.rank, names[hit], forward, s, e))
     if not bars:
         return None
     fig = go.Figure()
-    for rank, names, s, e in bars:
-        forward = np.char.find(names, "F") >= 0  # "Forward i", "PP:<stage>F<mb>"
+    for rank, names, forward, s, e in bars:
         fig.add_trace(go.Bar(
             y=[f"stage r{rank}"] * s.size, base=(s - t0) / 1e6, x=(e - s) / 1e6, orientation="h", text=names,
             marker_color=np.where(forward, PASS_COLORS["forward"], PASS_COLORS["backward"]), showlegend=False,

@@ -79,9 +79,14 @@ def summarize(names: np.ndarray, kinds: np.ndarray, lanes: np.ndarray, start_ns:
             "candidates": _candidates(names, kinds, lanes, dur, config)}
 
 
-def _strs(values: np.ndarray) -> np.ndarray:
-    """An object array of Python str (what str() of each gives)."""
-    return np.array([v if isinstance(v, str) else str(v) for v in values.tolist()], dtype=object)
+def _unique_str(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(..., return_inverse=True) of the values' str(): sorted distinct strings (an object
+    array) and each value's index into them. Hashes the values once (pd.factorize, no Python per
+    event) and converts and sorts only the distinct ones."""
+    codes, distinct = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+    as_str = np.array([v if isinstance(v, str) else str(v) for v in distinct.tolist()], dtype=object)
+    uniq, to_sorted = np.unique(as_str, return_inverse=True)  # two values may print alike: merged here
+    return uniq, to_sorted.reshape(-1)[codes]
 
 
 def _sums(codes: np.ndarray, n: int, values: np.ndarray) -> np.ndarray:
@@ -98,7 +103,7 @@ def _candidates(names: np.ndarray, kinds: np.ndarray, lanes: np.ndarray, dur: np
         return []
     # Object arrays, never .astype(str): a fixed-width copy of 34k kernel names thousands of characters
     # long is hundreds of MB.
-    uniq, inverse = np.unique(_strs(names[compute]), return_inverse=True)
+    uniq, inverse = _unique_str(names[compute])
     count = np.bincount(inverse, minlength=uniq.size)
     device_ns = _sums(inverse, uniq.size, dur[compute])
     why = np.where([bool(CANDIDATE_TOKENS.search(kernel_base(str(n)))) for n in uniq],
@@ -118,13 +123,13 @@ def _lone_stream_names(names: np.ndarray, kinds: np.ndarray, lanes: np.ndarray, 
                        config: CandidateConfig) -> dict[str, list[str]]:
     """Side streams (not the compute stream) that run only a few distinct long kernels,
     none of them comm: what a communication library on its own stream looks like."""
-    lane_all, lane_all_c = np.unique(_strs(lanes), return_inverse=True)
+    lane_all, lane_all_c = _unique_str(lanes)
     on_stream = np.array([lane.startswith("stream:") for lane in lane_all], dtype=bool)
     sel = np.isin(kinds, ("compute", "comm")) & on_stream[lane_all_c.reshape(-1)]
     if not sel.any():
         return {}
-    lane_u, lane_c = np.unique(_strs(lanes[sel]), return_inverse=True)
-    name_u, name_c = np.unique(_strs(names[sel]), return_inverse=True)
+    lane_u, lane_c = _unique_str(lanes[sel])
+    name_u, name_c = _unique_str(names[sel])
     k_dur, k_comm = dur[sel], kinds[sel] == "comm"
     total = _sums(lane_c, lane_u.size, k_dur)
     distinct = np.unique(lane_c * name_u.size + name_c) // name_u.size
