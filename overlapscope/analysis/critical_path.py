@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .depgraph import RankGraph
-from .longest_path import Graph, backward, forward
+from .longest_path import Graph, Plan, backward, forward
 
 PATH_COLUMNS = ("step", "order", "rank", "lane", "kind", "label", "collective", "group", "scope", "start_ns", "end_ns",
                 "lag_ns")
@@ -35,6 +35,8 @@ class Solved(NamedTuple):
     """J per instance (aligned ns)."""
     instance_ids: np.ndarray
     """The `collectives` section's instance id of each of the graph's instances."""
+    plan: Plan
+    """The graph's index structure, reused by every what-if solve (longest_path.Plan)."""
 
 
 def solve(graphs: Mapping[int, RankGraph], offsets: Mapping[int, int], window_starts: Mapping[int, np.ndarray],
@@ -65,9 +67,10 @@ def solve(graphs: Mapping[int, RankGraph], offsets: Mapping[int, int], window_st
                   u=nodes["u_ns"].to_numpy(np.int64), dur=np.where(inst >= 0, 0, e - s).astype(np.int64),
                   inst=inst, transfer=transfer, src=edges["src"].to_numpy(np.int64),
                   dst=edges["dst"].to_numpy(np.int64), lag=edges["lag_ns"].to_numpy(np.int64))
-    x, y = forward(graph)
+    plan = Plan.of(graph)
+    x, y = forward(graph, plan=plan)
     nodes["inst"], nodes["x"], nodes["y"] = inst, x, y
-    return Solved(graph, nodes, edges, join, ids)
+    return Solved(graph, nodes, edges, join, ids, plan)
 
 
 def _tie_collectives(nodes: pd.DataFrame, collectives: pd.DataFrame) -> tuple[np.ndarray, ...]:

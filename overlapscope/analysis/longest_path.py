@@ -25,6 +25,8 @@ import pandas as pd
 NEVER = np.int64(-(2 ** 62))
 LATEST = np.int64(2 ** 62)
 MAX_PASSES = 100_000
+WHOLE_CHAINS_ABOVE = 8
+"""A warm pass recomputes whole chains when more than 1/WHOLE_CHAINS_ABOVE of the nodes may move."""
 
 
 class Graph(NamedTuple):
@@ -89,35 +91,224 @@ def _chain_prefix(graph: Graph, inc: np.ndarray) -> np.ndarray:
     return total - np.repeat(total[start_of], np.diff(np.r_[start_of, inc.size]))
 
 
-def forward(graph: Graph, dur: np.ndarray | None = None, transfer: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Earliest starts x and ends y; dur/transfer replace the graph's (a what-if)."""
+class Plan(NamedTuple):
+    """The graph's fixed index structure, built once per graph and reused by every what-if solve:
+    chains as [start, stop) ranges, edges grouped by destination and by source (CSR), and the matched
+    members grouped by instance."""
+
+    node_chain: np.ndarray
+    """Dense chain index of each node (0..chains-1, non-decreasing)."""
+    chain_start: np.ndarray
+    chain_stop: np.ndarray
+    in_ptr: np.ndarray
+    """Edges into node n: in_edge[in_ptr[n]:in_ptr[n + 1]]."""
+    in_edge: np.ndarray
+    out_ptr: np.ndarray
+    """Destinations of the edges out of node n: out_dst[out_ptr[n]:out_ptr[n + 1]]."""
+    out_dst: np.ndarray
+    inst: np.ndarray
+    """The instances the member grouping below was built for (the graph's)."""
+    member_ptr: np.ndarray
+    """Members of instance i: members[member_ptr[i]:member_ptr[i + 1]]."""
+    members: np.ndarray
+
+    @classmethod
+    def of(cls, graph: Graph) -> "Plan":
+        n = graph.base.size
+        node_chain = np.cumsum(graph.head) - 1 if n else np.empty(0, np.int64)
+        chain_start = np.flatnonzero(graph.head)
+        chain_stop = np.r_[chain_start[1:], n].astype(np.int64)
+        in_edge = np.argsort(graph.dst, kind="stable")
+        out_edge = np.argsort(graph.src, kind="stable")
+        return cls(node_chain, chain_start, chain_stop, _ptr(graph.dst, n), in_edge, _ptr(graph.src, n),
+                   graph.dst[out_edge], graph.inst, *_members(graph.inst))
+
+
+def _ptr(keys: np.ndarray, n: int) -> np.ndarray:
+    """CSR offsets of keys in 0..n-1 (after a stable sort by key)."""
+    return np.r_[0, np.cumsum(np.bincount(keys, minlength=n))].astype(np.int64)
+
+
+def _members(inst: np.ndarray, count: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of the matched nodes by instance, for instances 0..count-1 (None: up to the largest)."""
+    matched = np.flatnonzero(inst >= 0)
+    order = matched[np.argsort(inst[matched], kind="stable")]
+    if count is None:
+        count = int(inst[matched].max()) + 1 if matched.size else 0
+    return _ptr(inst[matched], count), order
+
+
+def _ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """The concatenation of arange(start, stop) for each pair, in one vector operation."""
+    lens = stops - starts
+    offsets = np.cumsum(lens) - lens
+    return np.repeat(starts - offsets, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+
+
+def _segment_max(values: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Max of each non-empty consecutive segment of values (lengths lens): (which segments, maxima)."""
+    has = lens > 0
+    return has, np.maximum.reduceat(values, (np.cumsum(lens) - lens)[has]) if values.size else values
+
+
+def forward(graph: Graph, dur: np.ndarray | None = None, transfer: np.ndarray | None = None, *,
+            plan: Plan | None = None, warm: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Earliest starts x and ends y; dur/transfer replace the graph's (a what-if). plan: Plan.of(graph)
+    (its members are rebuilt when graph.inst is another array). warm: (x, y, changed) - the graph's own
+    solution, and the nodes whose duration, transfer or instance the what-if changed; times may only
+    shrink (durations and transfers no larger, members only leave instances), as hiding does.
+
+    Cold, each pass recomputes the chains whose inputs moved in the pass before (the first: all) and the
+    collectives a member of which moved. Warm, the solution only moves down from the old one, so a pass
+    recomputes each node whose input moved and the run of its chain after it up to the next node its own
+    inputs bind (whose start therefore cannot move): a pass costs what changed in it, not the graph."""
     dur = graph.dur if dur is None else dur
     transfer = graph.transfer if transfer is None else transfer
-    n = graph.base.size
-    inc = np.zeros(n, dtype=np.int64)
+    plan = Plan.of(graph) if plan is None else plan
+    members = Members(plan.member_ptr, plan.members) if graph.inst is plan.inst \
+        else Members(*_members(graph.inst, plan.member_ptr.size - 1))
+    inc = np.zeros(graph.base.size, dtype=np.int64)
     inc[1:] = dur[:-1] + graph.g[1:] + graph.u[1:]
     c = _chain_prefix(graph, inc)
-    matched = np.flatnonzero(graph.inst >= 0)
-    by_dst = _Groups.of(graph.dst)
-    by_inst = _Groups.of(graph.inst[matched])
-    member_join = np.searchsorted(by_inst.keys, graph.inst[matched])
+    if warm is None:
+        return _cold(graph, plan, members, c, dur, transfer)
+    left = (plan.inst >= 0) & (graph.inst < 0)  # members that left: they now end at x + d (d 0 when tied)
+    if (dur > graph.dur).any() or (transfer > graph.transfer).any() or (dur[left] > 0).any():
+        raise ValueError("a warm solve only shrinks times: a duration or transfer grew")
+    return _warm(graph, plan, members, c, dur, transfer, warm)
+
+
+class Members(NamedTuple):
+    ptr: np.ndarray
+    nodes: np.ndarray
+
+
+def _settle_members(touched: np.ndarray, members: Members, x: np.ndarray, y: np.ndarray,
+                    transfer: np.ndarray) -> np.ndarray:
+    """Each touched collective's members end at max(J, x) + t (J its last arrival); the members whose end moved."""
+    lo, hi = members.ptr[touched], members.ptr[touched + 1]
+    m = members.nodes[_ranges(lo, hi)]
+    has, join = _segment_max(x[m], hi - lo)
+    ym = np.maximum(np.repeat(join, (hi - lo)[has]), x[m]) + transfer[m]
+    moved = m[ym != y[m]]
+    y[m] = ym
+    return moved
+
+
+def _ext(graph: Graph, plan: Plan, nodes: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """max(base, y_src + lag over the explicit edges into each node)."""
+    ext = graph.base[nodes]
+    lo, hi = plan.in_ptr[nodes], plan.in_ptr[nodes + 1]
+    into = plan.in_edge[_ranges(lo, hi)]
+    if into.size:
+        # y = NEVER (not reached yet) stays far below any base: never the max
+        has, best = _segment_max(y[graph.src[into]] + graph.lag[into], hi - lo)
+        ext[has] = np.maximum(ext[has], best)
+    return ext
+
+
+def _update(graph, plan, members, idx, xi, x, y, dur, transfer, touched) -> np.ndarray:
+    """Store the recomputed starts xi of nodes idx, their ends, and the touched collectives' ends:
+    the destinations of the edges out of every node whose end moved (the next pass's inputs)."""
+    inst_i = graph.inst[idx]
+    free = inst_i < 0
+    touched = np.unique(np.r_[touched, inst_i[~free & (xi != x[idx])]])
+    x[idx] = xi
+    fi = idx[free]
+    yi = xi[free] + dur[fi]
+    moved = [fi[yi != y[fi]]]
+    y[fi] = yi
+    if touched.size:
+        moved.append(_settle_members(touched, members, x, y, transfer))
+    moved = np.concatenate(moved)
+    return plan.out_dst[_ranges(plan.out_ptr[moved], plan.out_ptr[moved + 1])]
+
+
+def _cold(graph, plan, members, c, dur, transfer) -> tuple[np.ndarray, np.ndarray]:
+    n = graph.base.size
+    x = np.full(n, NEVER, dtype=np.int64)
     y = np.full(n, NEVER, dtype=np.int64)
+    chains = np.arange(plan.chain_start.size)
+    touched = np.arange(members.ptr.size - 1)
     for _ in range(MAX_PASSES):
-        ext = graph.base.copy()
-        if graph.src.size:
-            # y = NEVER (not reached yet) stays far below any base: never the max
-            best = by_dst.reduce(y[graph.src] + graph.lag, np.maximum)
-            ext[by_dst.keys] = np.maximum(ext[by_dst.keys], best)
-        a = ext + graph.u - c
-        x = c + _segmented_cummax(a, graph.chain)
-        new_y = x + dur
-        if matched.size:
-            join = by_inst.reduce(x[matched], np.maximum)
-            new_y[matched] = np.maximum(join[member_join], x[matched]) + transfer[matched]
-        if np.array_equal(new_y, y):
+        if chains.size == 0 and touched.size == 0:
             return x, y
-        y = new_y
+        idx = _ranges(plan.chain_start[chains], plan.chain_stop[chains])
+        a = _ext(graph, plan, idx, y) + graph.u[idx] - c[idx]
+        xi = c[idx] + _segmented_cummax(a, plan.node_chain[idx])
+        moved_into = _update(graph, plan, members, idx, xi, x, y, dur, transfer, touched)
+        chains = _distinct(plan.node_chain[moved_into], plan.chain_start.size)
+        touched = touched[:0]
     raise AssertionError("dependency graph did not settle: it has a cycle")
+
+
+def _warm(graph, plan, members, c, dur, transfer, warm) -> tuple[np.ndarray, np.ndarray]:
+    n = graph.base.size
+    x, y = warm[0].copy(), warm[1].copy()
+    changed = np.flatnonzero(warm[2])
+    ext = _ext(graph, plan, np.arange(n), y)
+    # a node whose own inputs bind its start (x = ext + u) keeps it while its chain only moves down
+    bound = x == ext + graph.u
+    stops = np.r_[np.flatnonzero(bound), n]
+    cand = changed
+    touched = np.unique(np.r_[graph.inst[changed], plan.inst[changed]])
+    touched = touched[touched >= 0]
+    for _ in range(MAX_PASSES):
+        if cand.size == 0 and touched.size == 0:
+            return x, y
+        if cand.size * WHOLE_CHAINS_ABOVE > n:
+            # most of the graph moves (a whole collective type hidden): whole chains cost less than runs
+            chains = _distinct(plan.node_chain[cand], plan.chain_start.size)
+            idx = _ranges(plan.chain_start[chains], plan.chain_stop[chains])
+            ext[idx] = _ext(graph, plan, idx, y)
+            xi = c[idx] + _segmented_cummax(ext[idx] + graph.u[idx] - c[idx], plan.node_chain[idx])
+        else:
+            ext[cand] = _ext(graph, plan, cand, y)
+            idx, xi = _runs(plan, graph.head, c, cand, x, ext + graph.u, bound, stops)
+        bound[idx] = xi == ext[idx] + graph.u[idx]
+        cand = _distinct(_update(graph, plan, members, idx, xi, x, y, dur, transfer, touched), n)
+        touched = touched[:0]
+    raise AssertionError("dependency graph did not settle: it has a cycle")
+
+
+def _runs(plan: Plan, head: np.ndarray, c: np.ndarray, cand: np.ndarray, x: np.ndarray, own: np.ndarray,
+          bound: np.ndarray, stops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The nodes to recompute and their new starts: each candidate (a node whose input moved) and the
+    run of its chain after it, up to the next node still bound by its own inputs (stops: those bound
+    in the warm solution, each checked against bound now; own = ext + u), seeded with the node before."""
+    chain_end = plan.chain_stop[plan.node_chain[cand]]
+    k = np.searchsorted(stops, cand, side="right")
+    while True:
+        q = stops[k]
+        lost = (q < chain_end) & ~bound[np.minimum(q, bound.size - 1)]
+        if not lost.any():
+            break
+        k[lost] += 1
+    q = np.minimum(q, chain_end)
+    # overlapping or adjacent runs of one chain merge (a run's seed is the node before it, which this
+    # pass leaves as it is); a run never crosses into the next chain
+    ch = plan.node_chain[cand]
+    first = np.r_[True, (cand[1:] > np.maximum.accumulate(q)[:-1]) | (ch[1:] != ch[:-1])]
+    starts = cand[first]
+    ends = np.maximum.reduceat(q, np.flatnonzero(first))
+    lens = ends - starts
+    idx = _ranges(starts, ends)
+    v = own[idx] - c[idx]
+    seeded = ~head[starts]
+    at = (np.cumsum(lens) - lens)[seeded]
+    before = starts[seeded] - 1
+    v[at] = np.maximum(v[at], x[before] - c[before])
+    return idx, c[idx] + _segmented_cummax(v, np.repeat(np.arange(starts.size), lens))
+
+
+def _distinct(values: np.ndarray, n: int) -> np.ndarray:
+    """Sorted distinct ids in 0..n-1: a sort when they are few, one O(n) mark array when many."""
+    if values.size * 16 < n:
+        return np.unique(values)
+    mark = np.zeros(n, dtype=bool)
+    mark[values] = True
+    return np.flatnonzero(mark)
 
 
 def backward(graph: Graph, deadline: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -51,7 +51,9 @@ def _hidden(solved: Solved, mask: np.ndarray, *, no_sync: bool = False) -> pd.Se
     transfer = np.where(mask & matched, 0, g.transfer)
     if no_sync:
         g = g._replace(inst=np.where(mask, -1, g.inst))
-    _, y = forward(g, dur=dur, transfer=transfer)
+    # warm from the measured solution: only what lies downstream of the hidden nodes is solved again
+    warm = (solved.nodes["x"].to_numpy(np.int64), solved.nodes["y"].to_numpy(np.int64), mask)
+    _, y = forward(g, dur=dur, transfer=transfer, plan=solved.plan, warm=warm)
     return step_spans(solved, y)
 
 

@@ -1,0 +1,94 @@
+"""The frontier forward pass (only what moved is computed again, warm what-if solves) against the
+full recomputing solver on random dependency graphs whose answer the oracle gives."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from longest_path_reference import full_forward
+from overlapscope.analysis.longest_path import Graph, Plan, forward
+
+
+def random_graph(rng: np.random.Generator, chains: int = 60, levels: int = 30) -> Graph:
+    """Chains of non-comm nodes at increasing levels and single-node comm chains; collectives tie
+    comm nodes of one level; every explicit edge goes to a higher level, so there is no cycle."""
+    level, head, inst = [], [], []
+    next_inst = 0
+    for _ in range(chains):
+        if rng.random() < 0.4:
+            level.append(int(rng.integers(0, levels))), head.append(True), inst.append(-2)  # comm, tied below
+        else:
+            length = int(rng.integers(1, 6))
+            lv = np.sort(rng.choice(levels, size=min(length, levels), replace=False))
+            level.extend(lv.tolist()), head.extend([True] + [False] * (lv.size - 1)), inst.extend([-1] * lv.size)
+    level, head, inst = np.array(level), np.array(head), np.array(inst)
+    comm = np.flatnonzero(inst == -2)
+    inst[comm] = -1
+    for lv in np.unique(level[comm]):
+        at = comm[level[comm] == lv]
+        groups = rng.integers(0, 3, at.size)  # up to three collectives per level, some members left unmatched
+        for grp in np.unique(groups):
+            members = at[groups == grp]
+            if grp < 2:
+                inst[members] = next_inst
+                next_inst += 1
+    n = level.size
+    pairs = rng.integers(0, n, size=(4 * n, 2))
+    pairs = pairs[level[pairs[:, 0]] < level[pairs[:, 1]]]
+    return Graph(chain=np.cumsum(head) - 1, head=head, base=rng.integers(0, 50, n), g=np.where(head, 0, rng.integers(-3, 1, n)),
+                 u=rng.integers(0, 5, n), dur=np.where(inst >= 0, 0, rng.integers(0, 40, n)), inst=inst,
+                 transfer=np.where(inst >= 0, rng.integers(0, 30, n), 0), src=pairs[:, 0], dst=pairs[:, 1],
+                 lag=rng.integers(-5, 10, pairs.shape[0]))
+
+
+@pytest.mark.parametrize("whole_chains_above", [0, 8, 10 ** 9])  # warm passes: runs only, either, whole chains only
+@pytest.mark.parametrize("seed", range(40))
+def test_frontier_forward_equals_the_full_solve_cold_and_warm(seed, whole_chains_above, monkeypatch):
+    import overlapscope.analysis.longest_path as lp
+    monkeypatch.setattr(lp, "WHOLE_CHAINS_ABOVE", whole_chains_above)
+    rng = np.random.default_rng(seed)
+    graph = random_graph(rng)
+    plan = Plan.of(graph)
+    x0, y0 = full_forward(graph)
+    x, y = forward(graph, plan=plan)
+    assert np.array_equal(x, x0) and np.array_equal(y, y0)
+    # what-ifs as whatif.py solves them: hide a set of comm nodes, warm from the base solution
+    for _ in range(5):
+        mask = (graph.inst >= 0) | (rng.random(graph.base.size) < 0.2)
+        mask &= rng.random(graph.base.size) < 0.3
+        matched = graph.inst >= 0
+        dur = np.where(mask & ~matched, 0, graph.dur)
+        transfer = np.where(mask & matched, 0, graph.transfer)
+        want = full_forward(graph, dur=dur, transfer=transfer)
+        got = forward(graph, dur=dur, transfer=transfer, plan=plan, warm=(x0, y0, mask))
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+        untied = graph._replace(inst=np.where(mask, -1, graph.inst))  # no_sync: the rendezvous removed too
+        want = full_forward(untied, dur=dur, transfer=transfer)
+        got = forward(untied, dur=dur, transfer=transfer, plan=plan, warm=(x0, y0, mask))
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+def test_a_warm_solve_with_nothing_changed_returns_the_solution_at_once():
+    graph = random_graph(np.random.default_rng(1))
+    x0, y0 = full_forward(graph)
+    x, y = forward(graph, warm=(x0, y0, np.zeros(graph.base.size, bool)))
+    assert np.array_equal(x, x0) and np.array_equal(y, y0)
+
+
+def test_a_warm_solve_refuses_times_that_grow():
+    graph = random_graph(np.random.default_rng(2))
+    x0, y0 = full_forward(graph)
+    with pytest.raises(ValueError, match="only shrinks"):
+        forward(graph, dur=graph.dur + 1, warm=(x0, y0, np.ones(graph.base.size, bool)))
+
+
+def test_a_cycle_is_reported_not_looped_on(monkeypatch):
+    import overlapscope.analysis.longest_path as lp
+    monkeypatch.setattr(lp, "MAX_PASSES", 50)
+    # two single-node chains feeding each other with a positive lag never settle
+    graph = Graph(chain=np.array([0, 1]), head=np.array([True, True]), base=np.zeros(2, np.int64),
+                  g=np.zeros(2, np.int64), u=np.zeros(2, np.int64), dur=np.ones(2, np.int64),
+                  inst=np.array([-1, -1]), transfer=np.zeros(2, np.int64), src=np.array([0, 1]),
+                  dst=np.array([1, 0]), lag=np.ones(2, np.int64))
+    with pytest.raises(AssertionError, match="cycle"):
+        lp.forward(graph)
