@@ -45,6 +45,8 @@ def test_each_rule_claims_its_example(rule):
     ("ncclDevKernel_Generic_1", ""),
     ("mscclKernel_Sum_half_Simple_false", ""),
     ("hcom_allReduce__428_0_1", "all_reduce"),
+    ("hcom_alltoallv__503_0_1", "all_to_all"),
+    ("void RcclKernelAllGather<float, HIP_vector_type<float, 4u> >(DeviceControl_t*, void const*, void*)", "all_gather"),
     (DEEPEP_DISPATCH, "all_to_all"),
     (FORK_COMBINE, "all_to_all"),
     ("void deep_ep::internode::notify_dispatch<false, 2>(int const*, int*)", "all_to_all"),

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 from overlapscope.analysis.breakdown import launch_scopes
-from overlapscope.core.roles import DEFAULT_STEP_PATTERN, ROLES, fsdp_label, microbatch_label, role_of
+from overlapscope.core.roles import DEFAULT_STEP_PATTERN, ROLES, annotation_roles, fsdp_label, microbatch_label, role_of
 from overlapscope.core.table import make_table
 from overlapscope.ingest.kineto import read_kineto
 from overlapscope.ingest.nsys import read_nsys
@@ -94,3 +94,13 @@ def test_launch_scopes_read_the_role_column_not_the_name():
     assert launch_scopes(events, np.array([False, False, True])).tolist() == ["", "", ""]  # launched at 60 > 50
     events.loc[1, "role"] = "scope"
     assert launch_scopes(events, np.array([False, False, True]))[2] == "ProfilerStep#1"
+
+
+def test_categorical_columns_with_missing_values_decide_each_row_by_its_own_name_and_kind():
+    kinds = ["annotation", "annotation", "annotation", "cpu_op", "annotation", None]
+    names = ["ProfilerStep#3", None, "FSDP::pre_forward (layers.0)", "aten::mm", "ncclAllReduce", "ProfilerStep#1"]
+    colls = ["", "", None, "", "all_reduce", ""]
+    want = ["step", "scope", "fsdp_pre_forward", "", "comm_wrapper", ""]  # a row of no kind has no role
+    as_objects = annotation_roles(np.array(kinds, object), np.array(names, object), np.array(colls, object), None)
+    as_categoricals = annotation_roles(pd.Categorical(kinds), pd.Categorical(names), pd.Categorical(colls), None)
+    assert list(as_objects) == want and list(as_categoricals) == want

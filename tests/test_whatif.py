@@ -295,3 +295,17 @@ def test_the_walk_back_visits_each_node_once_on_overlapping_gloo_p2p():
     assert out.returncode == 0, out.stderr[-2000:]
     segments, steps = map(int, out.stdout.split())
     assert steps == 3 and 0 < segments < 10_000
+
+
+def test_a_walk_that_meets_itself_is_cut_and_said_not_silently_short(monkeypatch):
+    # No measured graph of ours binds in a circle once the jump to the last arrival skips visited nodes,
+    # but negative lane lags on two ranks could; a circular binding stands in for it here.
+    import overlapscope.analysis.critical_path as cp
+    monkeypatch.setattr(cp, "_binding", lambda solved: np.roll(np.arange(len(solved.nodes)), 1))
+    rows = [kernel(0, 30), allreduce(30, 50, launch_us=1), kernel(50, 80, launch_us=2)]
+    a = analyze(run_of({0: rows, 1: rows}))
+    note = [d for d in a.diagnoses if "runs back into itself" in d]
+    assert note and note[0].startswith("the critical path of 1 step(s) (-1)")  # no steps: one window, step -1
+    # unpatched, the same run's walk is whole and nothing is said
+    monkeypatch.undo()
+    assert not [d for d in analyze(run_of({0: rows, 1: rows})).diagnoses if "runs back into itself" in d]

@@ -97,6 +97,7 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]], *, cost: CostConf
     hiding = whatif_sections(run, [sec["graph"] for sec in sections], [sec["windows"] for sec in sections], cross,
                              cost or CostConfig())
     critical = hiding.pop("critical_comm")
+    cross["diagnoses"] = cross["diagnoses"] + hiding.pop("path_notes")
     per_step = per_step.merge(critical, on=["rank", "step"], how="left")
     per_step["critical_comm_ns"] = per_step["critical_comm_ns"].fillna(0).astype(np.int64)
     return Analysis(

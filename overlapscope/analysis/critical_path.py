@@ -145,12 +145,14 @@ def _binding(solved: Solved) -> np.ndarray:
     return out
 
 
-def critical_paths(solved: Solved) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(path segments PATH_COLUMNS, per step STEP_COLUMNS). The walk back is a loop over the path's
-    nodes only (at most the step's node count), each hop O(1) on precomputed arrays."""
+def critical_paths(solved: Solved) -> tuple[pd.DataFrame, pd.DataFrame, list[int]]:
+    """(path segments PATH_COLUMNS, per step STEP_COLUMNS, the steps whose walk was cut). The walk back
+    is a loop over the path's nodes only (at most the step's node count), each hop O(1) on precomputed
+    arrays; a walk that reaches a node it has already visited stops there (its segments then cover
+    less than path_ns), and its step is listed."""
     nodes, g = solved.nodes, solved.graph
     if nodes.empty:
-        return pd.DataFrame(columns=PATH_COLUMNS), pd.DataFrame(columns=STEP_COLUMNS)
+        return pd.DataFrame(columns=PATH_COLUMNS), pd.DataFrame(columns=STEP_COLUMNS), []
     x, y = nodes["x"].to_numpy(np.int64), nodes["y"].to_numpy(np.int64)
     span = y - nodes["wstart_ns"].to_numpy(np.int64)
     bind = _binding(solved)
@@ -164,6 +166,7 @@ def critical_paths(solved: Solved) -> tuple[pd.DataFrame, pd.DataFrame]:
     steps = nodes["step"].to_numpy()[order]
     sinks = order[np.r_[True, steps[1:] != steps[:-1]]]
     visited = np.zeros(len(nodes), dtype=bool)
+    cut: list[int] = []
     for sink in sinks.tolist():
         segs: list[tuple] = []
         n = sink
@@ -189,6 +192,8 @@ def critical_paths(solved: Solved) -> tuple[pd.DataFrame, pd.DataFrame]:
                 # a fixed launch: the host issued it only then (what held the host, the graph cannot see)
                 segs.append((n, "host", int(wstart[n]), int(x[n] - g.u[n])))
             n = p
+        if n >= 0:
+            cut.append(int(cols["step"][sink]))
         segs.reverse()
         step = int(cols["step"][sink])
         for i, (k, kind, a, b) in enumerate(segs):
@@ -200,7 +205,7 @@ def critical_paths(solved: Solved) -> tuple[pd.DataFrame, pd.DataFrame]:
                           len({int(cols["rank"][k]) for k, *_ in segs}),
                           len({(int(cols["rank"][k]), cols["lane"][k]) for k, *_ in segs})))
     path = pd.DataFrame(seg_rows, columns=PATH_COLUMNS[:-1])
-    return merge_segments(path), pd.DataFrame(step_rows, columns=STEP_COLUMNS)
+    return merge_segments(path), pd.DataFrame(step_rows, columns=STEP_COLUMNS), cut
 
 
 def _last_arrivals(nodes: pd.DataFrame, inst: np.ndarray) -> np.ndarray:

@@ -88,13 +88,17 @@ def whatif_by_key(solved: Solved, node_slack: np.ndarray, max_solves: int | None
             keys.append((key_type, key, mask, saving_bound(solved, mask) if (mask & critical).any() else 0))
     solve_order = sorted((k for k in keys if k[3] > 0), key=lambda k: -k[3])[:max_solves]
     chosen = {(k[0], k[1]) for k in solve_order}
-    rows = []
+    rows, solved_masks = [], {}
     for key_type, key, mask, bound in keys:
         if bound == 0:
             saved = no_sync = 0.0
         elif (key_type, key) in chosen:
-            saved = float((base - _hidden(solved, mask)).sum())
-            no_sync = float((base - _hidden(solved, mask, no_sync=True)).sum())
+            # keys of one set of nodes (a run's only group and its only collective type) share a solve
+            fingerprint = np.packbits(mask).tobytes()
+            if fingerprint not in solved_masks:
+                solved_masks[fingerprint] = (float((base - _hidden(solved, mask)).sum()),
+                                             float((base - _hidden(solved, mask, no_sync=True)).sum()))
+            saved, no_sync = solved_masks[fingerprint]
         else:
             saved = no_sync = np.nan
         rows.append((key_type, key, int(nodes.loc[mask, "step"].nunique()), _count_collectives(mask, solved.graph.inst),

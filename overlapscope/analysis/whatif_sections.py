@@ -57,17 +57,26 @@ def whatif_sections(run: Run, graphs: Sequence[RankGraph], windows: Sequence[pd.
     empty = {"critical_steps": pd.DataFrame(columns=STEP_COLUMNS), "critical_path": pd.DataFrame(columns=PATH_COLUMNS),
              "collective_slack": pd.DataFrame(columns=SLACK_COLUMNS), "whatif": pd.DataFrame(columns=WHATIF_COLUMNS),
              "cost_model": cost_section(run, collectives, cost) if len(collectives) else pd.DataFrame(columns=COST_COLUMNS),
-             "critical_comm": pd.DataFrame({"rank": [], "step": [], "critical_comm_ns": []})}
+             "critical_comm": pd.DataFrame({"rank": [], "step": [], "critical_comm_ns": []}), "path_notes": []}
     if not any(len(g.nodes) for g in graphs):
         return empty
     solved = solve(dict(zip(ranks, graphs)), cross["clock_offsets_ns"],
                    {r: w["start_ns"].to_numpy(np.int64) for r, w in zip(ranks, windows)}, collectives)
-    path, per_step = critical_paths(solved)
+    path, per_step, cut = critical_paths(solved)
     node_slack = slack(solved)
     out = dict(empty, critical_steps=per_step, critical_path=path, whatif=whatif_by_key(solved, node_slack),
-               critical_comm=critical_comm_by_rank(path))
+               critical_comm=critical_comm_by_rank(path), path_notes=_cut_note(cut))
     out["collective_slack"] = _slack_table(solved, node_slack)
     return out
+
+
+def _cut_note(cut: list[int]) -> list[str]:
+    if not cut:
+        return []
+    shown = ", ".join(map(str, cut[:8])) + (", ..." if len(cut) > 8 else "")
+    return [f"the critical path of {len(cut)} step(s) ({shown}) runs back into itself (host-thread work that "
+            "overlaps its lane predecessor, as gloo send/recv can) and is cut there: those steps' path "
+            "segments cover less than their path_ns"]
 
 
 def _slack_table(solved, node_slack: np.ndarray) -> pd.DataFrame:

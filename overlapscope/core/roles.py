@@ -96,21 +96,24 @@ def role_of(name: str, kind: str, has_collective: bool, step_rx: re.Pattern[str]
     return "scope" if kind == "annotation" else ""
 
 
-def _codes(values: Any) -> tuple[np.ndarray, np.ndarray]:
+def _codes(values: Any, missing: str) -> tuple[np.ndarray, np.ndarray]:
+    """Codes >= 0 into the distinct values as strings; a missing value (None, NaN, a categorical's -1)
+    is code 0, the string `missing`."""
     if isinstance(values, pd.Categorical):
-        return values.codes.astype(np.int64), np.append(values.categories.astype(str).to_numpy(dtype=object), "nan")
-    codes, uniq = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
-    return codes.astype(np.int64), np.asarray([str(u) for u in uniq], dtype=object)
+        codes, uniq = values.codes, values.categories.astype(str).to_numpy(dtype=object)
+    else:
+        codes, uniq = pd.factorize(np.asarray(values, dtype=object))
+    return codes.astype(np.int64) + 1, np.asarray([missing] + [str(u) for u in uniq], dtype=object)
 
 
 def annotation_roles(kind: Any, name: Any, collective: Any, step_rx: re.Pattern[str] | None) -> pd.Categorical:
     """The `role` column for rows given as kind, name and collective columns (arrays or categoricals);
     each distinct (name, kind, has-collective) is decided once."""
-    kind_codes, kinds = _codes(kind)
-    name_codes, names = _codes(name)
-    coll_codes, colls = _codes(collective)
+    kind_codes, kinds = _codes(kind, "")
+    name_codes, names = _codes(name, "nan")
+    coll_codes, colls = _codes(collective, "")  # no collective named: the row is no collective
     has_coll = (colls != "")[coll_codes] if coll_codes.size else np.zeros(0, bool)
-    n_kinds = max(kinds.size, 1)
+    n_kinds = kinds.size
     combo = (name_codes * n_kinds + kind_codes) * 2 + has_coll
     uniq, inverse = np.unique(combo, return_inverse=True)
     decided = np.array([role_of(str(names[c // 2 // n_kinds]), str(kinds[c // 2 % n_kinds]), bool(c % 2), step_rx)

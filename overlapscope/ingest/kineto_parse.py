@@ -12,11 +12,12 @@ from __future__ import annotations
 import contextlib
 import gc
 import gzip
+import itertools
 import operator
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, BinaryIO, Iterable, Iterator, Union
 
 import msgspec
 import numpy as np
@@ -24,6 +25,7 @@ import orjson
 
 from ..errors import TraceError
 from ..core.coded import Coded
+from ..core.progress import bytes_read
 
 try:  # ISA-L inflates gzip about twice as fast as zlib (the optional [fast] extra)
     from isal import isal_zlib as _inflate
@@ -32,6 +34,8 @@ except ImportError:  # pragma: no cover - depends on what is installed
 
 UNSET = msgspec.UNSET
 GZIP_MAGIC = b"\x1f\x8b"
+READ_CHUNK = 1 << 20
+"""Bytes of a trace file read (and inflated) at a time: each is one progress report."""
 
 # JSON args key -> struct attribute, for the args the reader looks at.
 ARG_KEYS = {
@@ -177,38 +181,71 @@ def no_gc():
 
 
 def read_bytes(path: Path) -> bytes:
-    """The file's bytes, gunzipped when gzip; one-line errors for empty or truncated files."""
+    """The file's bytes, gunzipped when gzip; one-line errors for empty or truncated files.
+
+    Read and inflated READ_CHUNK bytes of the file at a time, each reported (core/progress.py), so
+    a progress bar moves while one large file is read."""
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as fh:
+            head = fh.read(READ_CHUNK)
+            bytes_read(len(head))
+            if not head:
+                raise TraceError("empty file", path)
+            chunks = itertools.chain([head], _chunks(fh))
+            if head[:2] != GZIP_MAGIC:
+                return b"".join(chunks)
+            try:
+                raw = gunzip_chunks(chunks)
+            except (EOFError, _inflate.error, gzip.BadGzipFile) as exc:
+                raise TraceError(f"truncated or corrupt gzip ({exc})", path) from None
     except OSError as exc:
         raise TraceError(f"cannot read: {exc.strerror or exc}", path) from None
     if not raw:
-        raise TraceError("empty file", path)
-    if raw[:2] == GZIP_MAGIC:
-        try:
-            raw = gunzip(raw)
-        except (EOFError, _inflate.error, gzip.BadGzipFile, OSError) as exc:
-            raise TraceError(f"truncated or corrupt gzip ({exc})", path) from None
-        if not raw:
-            raise TraceError("empty file (gzip of nothing)", path)
+        raise TraceError("empty file (gzip of nothing)", path)
     return raw
+
+
+def _chunks(fh: BinaryIO) -> Iterator[bytes]:
+    while chunk := fh.read(READ_CHUNK):
+        bytes_read(len(chunk))
+        yield chunk
 
 
 def gunzip(data: bytes) -> bytes:
     """`gzip.decompress(data)`: every member, CRC and length checked, zero padding between members
     skipped; but in one pass (the inflater checks the trailer; gzip.decompress inflates raw deflate
     and then runs crc32 over the output again) and with ISA-L when it is installed."""
-    members = []
+    return gunzip_chunks([data])
+
+
+def gunzip_chunks(chunks: Iterable[bytes]) -> bytes:
+    """`gunzip` of the concatenation of `chunks`, inflated as they come (a member, its zero
+    padding or the next member's magic may straddle chunks)."""
+    out: list[bytes] = []
+    inflater = _inflate.decompressobj(31)  # 31: a gzip wrapper around deflate, trailer checked
+    data = b""
+    chunks = iter(chunks)
     while True:
-        inflater = _inflate.decompressobj(31)  # 31: a gzip wrapper around deflate, trailer checked
-        members.append(inflater.decompress(data))
-        if not inflater.eof:
-            raise EOFError("compressed file ended before the end-of-stream marker was reached")
-        data = inflater.unused_data.lstrip(b"\x00")
         if not data:
-            return members[0] if len(members) == 1 else b"".join(members)
-        if data[:2] != GZIP_MAGIC:
-            raise gzip.BadGzipFile(f"not a gzip member after the first one ({data[:2]!r})")
+            data = next(chunks, b"")
+            if not data:
+                break
+        if inflater is None:  # between members: zero padding, then the next member's magic
+            data = data.lstrip(b"\x00")
+            if len(data) == 1:
+                data += next(chunks, b"")
+            if not data:
+                continue
+            if data[:2] != GZIP_MAGIC:
+                raise gzip.BadGzipFile(f"not a gzip member after the first one ({data[:2]!r})")
+            inflater = _inflate.decompressobj(31)
+        out.append(inflater.decompress(data))
+        data = b""
+        if inflater.eof:
+            data, inflater = inflater.unused_data, None
+    if inflater is not None:
+        raise EOFError("compressed file ended before the end-of-stream marker was reached")
+    return out[0] if len(out) == 1 else b"".join(out)
 
 
 def load_document(path: Path, raw: bytes | None = None) -> dict[str, Any]:
@@ -219,6 +256,10 @@ def load_document(path: Path, raw: bytes | None = None) -> dict[str, Any]:
     except orjson.JSONDecodeError as exc:
         what = "truncated JSON" if "unexpected end" in str(exc).lower() or "eof" in str(exc).lower() else "malformed JSON"
         raise TraceError(f"{what} ({exc})", path) from None
+    if isinstance(doc, list) and any(isinstance(e, dict) and "ph" in e for e in doc):
+        # The Chrome trace "JSON array" form: the earliest libkineto (output_json.cpp, 2020-21) wrote
+        # its events as a bare array, with no top-level fields.
+        doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise TraceError("not a Kineto trace (no traceEvents list)", path)
     return doc

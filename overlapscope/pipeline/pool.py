@@ -6,6 +6,7 @@ Log records of warning level and above that a worker emits are replayed in the c
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -13,7 +14,9 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+
+from ..core.progress import listening
 
 if TYPE_CHECKING:
     import multiprocessing.context
@@ -138,10 +141,12 @@ def replay(results: Iterable[JobResult]) -> list[Any]:
 
 
 class Progress:
-    """A rich progress bar that appears only once the work has run PROGRESS_AFTER_S on a terminal."""
+    """A rich progress bar that appears only once the work has run PROGRESS_AFTER_S on a terminal.
 
-    def __init__(self, total: int, label: str) -> None:
-        self.total, self.label, self.done = total, label, 0
+    unit "files" counts items; "bytes" counts bytes of the trace files (shown as sizes)."""
+
+    def __init__(self, total: int, label: str, unit: str = "files") -> None:
+        self.total, self.label, self.unit, self.done = total, label, unit, 0
         self.t0 = time.monotonic()
         self._bar = None
         self._task = None
@@ -150,15 +155,20 @@ class Progress:
         self.done += advance
         if self._bar is None and time.monotonic() - self.t0 >= PROGRESS_AFTER_S and sys.stderr.isatty():
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
             from rich.progress import Progress as RichProgress
 
-            self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            count = DownloadColumn() if self.unit == "bytes" else MofNCompleteColumn()
+            self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(), count,
                                      TimeElapsedColumn(), console=Console(stderr=True), transient=True)
             self._bar.start()
             self._task = self._bar.add_task(self.label, total=self.total)
         if self._bar is not None:
-            self._bar.update(self._task, completed=self.done)
+            self._bar.update(self._task, completed=min(self.done, self.total))
+
+    def reach(self, done: int) -> None:
+        """Advance to at least `done` (a count known from outside, e.g. finished jobs' bytes)."""
+        self.tick(max(0, done - self.done))
 
     def close(self) -> None:
         if self._bar is not None:
@@ -169,6 +179,53 @@ class Progress:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def file_bytes(item: Path | Sequence[Path]) -> int:
+    """Bytes on disk of a job's files: what its reads report (core/progress.py) once it is done."""
+    total = 0
+    for path in _paths(item):
+        try:
+            total += path.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
+@contextlib.contextmanager
+def counted(size: int, report: Callable[[int], None]) -> Iterator[None]:
+    """Inside: the bytes the reads report (core/progress.py) go on to `report` as they come; at the
+    end, the rest of the job's `size` (a cached or nsys read reports nothing while it runs)."""
+    seen = 0
+
+    def listener(n: int) -> None:
+        nonlocal seen
+        seen += n
+        report(n)
+
+    with listening(listener):
+        yield
+    if size > seen:
+        report(size - seen)
+
+
+_worker_counter: Any = None
+"""In a pool worker: the shared count of bytes read (a multiprocessing Value) the parent shows."""
+
+
+def _init_worker(counter: Any) -> None:
+    global _worker_counter
+    _worker_counter = counter
+
+
+def _add_to_counter(n: int) -> None:
+    with _worker_counter.get_lock():
+        _worker_counter.value += n
+
+
+def _pool_job(func: Callable[..., Any], item: Any, size: int, *args: Any) -> JobResult:
+    with counted(size, _add_to_counter):
+        return run_job(func, item, *args)
 
 
 def pool_context() -> multiprocessing.context.BaseContext:
@@ -190,22 +247,27 @@ def map_files(func: Callable[..., Any], files: Sequence[Path | Sequence[Path]], 
               workers: int | None = None, label: str = "reading traces") -> list[Any]:
     """[func(f, *args) for f in files], on a process pool when it pays; errors as a serial loop's.
 
-    An item of `files` is a path or a list of paths read together."""
+    An item of `files` is a path or a list of paths read together. The progress bar counts bytes
+    of the files read, as the readers report them: it moves inside one large file too."""
     n = pool_size(files, workers) if (workers and workers > 1) or (workers is None and should_parallelize(files)) else 1
-    with Progress(len(files), label) as progress:
+    sizes = [file_bytes(f) for f in files]
+    with Progress(sum(sizes), label, unit="bytes") as progress:
         if n <= 1:
             values = []
-            for f in files:
-                values.append(func(f, *args))  # in-process: errors and warnings as they happen
-                progress.tick(1)
+            for f, size in zip(files, sizes):
+                with counted(size, progress.tick):
+                    values.append(func(f, *args))  # in-process: errors and warnings as they happen
             return values
         from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
         log.debug("%s: %d files on %d processes", label, len(files), n)
-        with ProcessPoolExecutor(max_workers=n, mp_context=pool_context()) as pool:
-            futures = [pool.submit(run_job, func, f, *args) for f in files]
+        ctx = pool_context()
+        counter = ctx.Value("q", 0)
+        with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker,
+                                 initargs=(counter,)) as pool:
+            futures = [pool.submit(_pool_job, func, f, size, *args) for f, size in zip(files, sizes)]
             pending = set(futures)
             while pending:
-                finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
-                progress.tick(len(finished))
+                _, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+                progress.reach(counter.value)
             return replay(f.result() for f in futures)
