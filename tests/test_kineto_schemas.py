@@ -131,6 +131,8 @@ def test_gloo_transfers_pair_only_with_enqueues_of_their_backend_and_collective(
     comm = ev[ev["kind"] == "comm"].sort_values("start_ns")
     assert comm["collective"].astype(str).tolist() == ["reduce_scatter", "barrier", "barrier"]
     assert (comm["launch_ns"] - comm["launch_ns"].min()).tolist() == [0, 100_000, 200_000]
+    by_coll = analyze(load_run(path, cache=False)).by_collective.set_index("collective")
+    assert by_coll["comm_ns"].to_dict() == {"reduce_scatter": 49_500, "barrier": 19_000}
 
 
 def test_cuda_graph_replay_kernels_belong_to_the_launch_step_and_scope(tmp_path):
