@@ -34,7 +34,10 @@ from ..core.table import ProcessGroup, RankMeta, RankTrace, coded_categorical, m
 log = logging.getLogger(__name__)
 
 DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_sync": "sync"}
-LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+# Host calls that launch device work, tied to it by correlation id: CUDA and ROCm (hip* calls under
+# cuda_runtime), Intel XPU and PrivateUse1 backends (libkineto ActivityType names); their kernels
+# are `kernel` events as CUDA's are.
+LAUNCH_CATS = ("cuda_runtime", "cuda_driver", "xpu_runtime", "xpu_driver", "privateuse1_runtime", "privateuse1_driver")
 CPU_CATS = {"cpu_op": "cpu_op", "user_annotation": "annotation"}
 DTYPE_BYTES = {
     "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
