@@ -98,11 +98,16 @@ def test_ring_at_world_size_4_labels_every_transfer(profiled) -> None:
 
 
 def test_moe_at_world_size_4_with_microbatch_overlap(profiled) -> None:
-    """4 ranks, 2 experts each, uniform routing, --overlap microbatch: every rank labels both
-    micro-batches' dispatch and combine in both passes, and every all-to-all moves exactly 128 tokens
-    of 64 floats between every pair of ranks (512 tokens per micro-batch over 8 experts)."""
+    """4 ranks, 4 experts each, uniform routing, --overlap microbatch: every rank labels both
+    micro-batches' dispatch, experts and combine, and every all-to-all moves exactly 128 tokens of 64
+    floats between every pair of ranks (512 tokens per micro-batch over 16 experts, 32 each)."""
     p = profiled("moe_uniform")
-    assert p.manifest["world_size"] == 4 and p.manifest["layout"]["overlap"] == "microbatch"
+    layout = p.manifest["layout"]
+    assert p.manifest["world_size"] == 4 and (layout["overlap"], layout["experts_per_rank"]) == ("microbatch", 4)
+    for trace in p.run.ranks:
+        names = trace.events["name"].astype(str)
+        for mb in range(2):  # at least one per recorded step (the warm-up step's may be cut off)
+            assert (names == f"moe:L0:mb{mb}:experts").sum() >= len(RECORDED), (trace.rank, mb)
     moe = p.analysis.moe_layers
     want = {(rank, step, pass_, mb, phase) for rank in range(4) for step in RECORDED
             for pass_ in ("forward", "backward") for mb in range(2) for phase in ("dispatch", "combine")}

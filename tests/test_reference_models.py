@@ -42,9 +42,10 @@ RUNS: dict[str, tuple[str, int, tuple[str, ...]]] = {
     "fsdp2_tp": ("fsdp2_tp", 4, ("--layers", "2", "--dp", "2", "--tp", "2")),
     # expert and context parallelism (tests/test_moe_cp_runs.py): imbalance needs 4 ranks (max/mean <= n)
     "moe_skewed": ("moe_ep", 4, ("--layers", "1", "--microbatches", "2", "--batch", "16", "--routing", "skewed")),
-    # uniform also covers --overlap microbatch at world size 4 (its checks are on bytes, not timing)
+    # uniform also covers --overlap microbatch and 4 experts per rank at world size 4 (its checks are on
+    # bytes and labels, not timing)
     "moe_uniform": ("moe_ep", 4, ("--layers", "1", "--microbatches", "2", "--batch", "16", "--routing", "uniform",
-                                  "--overlap", "microbatch")),
+                                  "--overlap", "microbatch", "--experts-per-rank", "4")),
     "moe_none": ("moe_ep", 2, ("--overlap", "none")),
     "moe_microbatch": ("moe_ep", 2, ("--overlap", "microbatch")),
     "cp_off": ("cp", 2, ("--overlap", "off")),
