@@ -152,6 +152,25 @@ def test_ring_step_exposed_p2p_and_the_compute_that_hid_it(tmp_path):
     assert ring_summary(a.ring_steps).set_index("pass").loc["forward", "exposed_comm_ns"] == 10_000
 
 
+def test_ring_step_on_a_gpu_counts_the_kernels_its_attention_launched(tmp_path):
+    """CUDA + NCCL: the labels are CPU ranges of a few µs of launching, the work runs later on the
+    GPU. Ring step 0 [1, 8) µs launches the transfer at 2 (a SendRecv kernel [10, 50) on the comm
+    stream) and, under `:attn` [3, 6), the attention kernel at 4 ([15, 45)); a kernel launched at 7,
+    outside the attention label, runs [45, 48). The step's attention is the [15, 45) kernel, not the
+    3 µs label: it hid 30 of the 40 µs transfer; all compute hid 33."""
+    t = KinetoTrace(rank=0, base_ns=BASE)
+    t.step(1, 0, 100_000)
+    t.annotation("ring:L0:step0", 1_000, 8_000)
+    t.kernel(SENDRECV, 10_000, 50_000, stream=20, launch_ns=2_000)
+    t.annotation("ring:L0:step0:attn", 3_000, 6_000)
+    t.kernel("void gemm_kernel()", 15_000, 45_000, stream=7, launch_ns=4_000)
+    t.kernel("void elementwise_kernel()", 45_000, 48_000, stream=7, launch_ns=7_000)
+    a = overlapscope.analyze(overlapscope.load_run(t.write(tmp_path / "rank0.json")))
+    fwd = a.ring_steps.set_index("pass").loc["forward"]
+    assert fwd[["comm_ns", "exposed_comm_ns", "hidden_ns", "attn_ns", "hidden_by_attn_ns"]].tolist() == \
+        [40_000, 7_000, 33_000, 30_000, 30_000]
+
+
 def test_json_sections_and_report_tables(tmp_path):
     moe_run(tmp_path)
     out = CliRunner().invoke(main, ["analyze", str(tmp_path), "--format", "json", "--no-cache"])
