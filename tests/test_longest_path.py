@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from longest_path_reference import full_forward
-from overlapscope.analysis.longest_path import Graph, Plan, forward
+from longest_path_reference import full_backward, full_forward
+from overlapscope.analysis.longest_path import Graph, Plan, backward, forward
 
 
 def random_graph(rng: np.random.Generator, chains: int = 60, levels: int = 30) -> Graph:
@@ -67,6 +67,23 @@ def test_forward_equals_the_full_solve_cold_and_warm(seed, ordered):
         want = full_forward(untied, dur=dur, transfer=transfer)
         got = forward(untied, dur=dur, transfer=transfer, plan=plan, warm=(x0, y0, mask))
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+@pytest.mark.parametrize("seed", range(40))
+def test_backward_equals_the_full_solve(seed, ordered):
+    rng = np.random.default_rng(seed)
+    graph = random_graph(rng)
+    plan = Plan.of(graph)
+    assert plan.back_order is not None
+    if not ordered:
+        plan = plan._replace(back_order=None)
+    _, y = full_forward(graph)
+    # every node by the latest end (as slack asks), and some nodes by tighter deadlines of their own
+    deadline = np.where(rng.random(y.size) < 0.2, y + rng.integers(0, 20, y.size), y.max())
+    want = full_backward(graph, deadline)
+    got = backward(graph, deadline, plan=plan)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 
 def test_a_warm_solve_with_nothing_changed_returns_the_solution_at_once():

@@ -123,7 +123,7 @@ def slack(solved: Solved) -> np.ndarray:
     nodes = solved.nodes
     step_span = step_spans(solved)
     deadline = nodes["wstart_ns"].to_numpy(np.int64) + step_span.reindex(nodes["step"]).to_numpy(np.int64)
-    _, ly = backward(solved.graph, deadline)
+    _, ly = backward(solved.graph, deadline, plan=solved.plan)
     return ly - nodes["y"].to_numpy(np.int64)
 
 

@@ -103,7 +103,8 @@ class Plan(NamedTuple):
     """Edges into node n: in_edge[in_ptr[n]:in_ptr[n + 1]]."""
     in_edge: np.ndarray
     out_ptr: np.ndarray
-    """Destinations of the edges out of node n: out_dst[out_ptr[n]:out_ptr[n + 1]]."""
+    """Edges out of node n: out_edge[out_ptr[n]:out_ptr[n + 1]], their destinations out_dst[...]."""
+    out_edge: np.ndarray
     out_dst: np.ndarray
     inst: np.ndarray
     """The instances the member grouping below was built for (the graph's)."""
@@ -111,7 +112,9 @@ class Plan(NamedTuple):
     """Members of instance i: members[member_ptr[i]:member_ptr[i + 1]]."""
     members: np.ndarray
     order: "Order | None"
-    """The one-visit sweep's topological order; None when the graph has none (the passes then run)."""
+    """The forward sweep's topological order; None when the graph has none (the passes then run)."""
+    back_order: "Order | None"
+    """The backward sweep's."""
 
     @classmethod
     def of(cls, graph: Graph) -> "Plan":
@@ -121,9 +124,9 @@ class Plan(NamedTuple):
         chain_stop = np.r_[chain_start[1:], n].astype(np.int64)
         in_edge = np.argsort(graph.dst, kind="stable")
         out_edge = np.argsort(graph.src, kind="stable")
-        in_ptr = _ptr(graph.dst, n)
-        return cls(node_chain, chain_start, chain_stop, in_ptr, in_edge, _ptr(graph.src, n),
-                   graph.dst[out_edge], graph.inst, *_members(graph.inst), Order.of(graph, in_ptr))
+        in_ptr, out_ptr = _ptr(graph.dst, n), _ptr(graph.src, n)
+        return cls(node_chain, chain_start, chain_stop, in_ptr, in_edge, out_ptr, out_edge, graph.dst[out_edge],
+                   graph.inst, *_members(graph.inst), Order.forward(graph, in_ptr), Order.backward(graph, out_ptr))
 
 
 def _ptr(keys: np.ndarray, n: int) -> np.ndarray:
@@ -256,11 +259,13 @@ def _cold(graph, plan, members, c, dur, transfer) -> tuple[np.ndarray, np.ndarra
 
 
 class Order(NamedTuple):
-    """A topological order of the graph in layers of units, for the one-visit sweep. Units: sub-chains
-    (a run of one chain that only its first node's explicit edges enter: 0..S-1) and collective
-    instances (S + i); a unit's layer is one more than the latest of the units it depends on (the
-    sub-chain before it in its lane, the producers of the edges into its first node, an instance's
-    members), found by Kahn's algorithm one layer at a time."""
+    """A topological order of the graph in layers of units, for the one-visit sweeps. Units: sub-chains
+    (0..S-1) and collective instances (S + i); a unit's layer is one more than the latest of the units
+    it reads, found by Kahn's algorithm one layer at a time. Forward (Order.forward), a sub-chain is a
+    run of one chain that explicit edges enter only at its first node, and it reads the sub-chain before
+    it in its lane and the producers of the edges into its first node; backward (Order.backward), a run
+    that explicit edges leave only from its last node, reading the sub-chain after it and the units the
+    edges out of its last node enter. An instance reads its members."""
 
     sub_start: np.ndarray
     sub_stop: np.ndarray
@@ -270,21 +275,33 @@ class Order(NamedTuple):
     layer_units: np.ndarray
 
     @classmethod
-    def of(cls, graph: Graph, in_ptr: np.ndarray) -> "Order | None":
-        """None when the units do not form a DAG (a cycle, or an edge inside one sub-chain)."""
+    def forward(cls, graph: Graph, in_ptr: np.ndarray) -> "Order | None":
+        """None when the units do not form a DAG (a cycle)."""
         n = graph.base.size
-        sub_head = graph.head | (np.diff(in_ptr) > 0)
-        node_sub = np.cumsum(sub_head) - 1
-        sub_start = np.flatnonzero(sub_head)
-        sub_stop = np.r_[sub_start[1:], n].astype(np.int64)
-        subs = sub_start.size
-        matched = np.flatnonzero(graph.inst >= 0)
-        def producer(nodes):  # noqa: E306 - the unit a node's end is known in
-            return np.where(graph.inst[nodes] >= 0, subs + graph.inst[nodes], node_sub[nodes])
-        lane = np.flatnonzero(~graph.head[sub_start])  # sub-chains that continue one before them
-        prod = np.concatenate([lane - 1, producer(graph.src), node_sub[matched]])
-        cons = np.concatenate([lane, node_sub[graph.dst], subs + graph.inst[matched]])
-        units = subs + (int(graph.inst.max()) + 1 if matched.size else 0)
+        sub_start = np.flatnonzero(graph.head | (np.diff(in_ptr) > 0))
+        node_sub, matched, subs = np.repeat(np.arange(sub_start.size), np.diff(np.r_[sub_start, n])), \
+            np.flatnonzero(graph.inst >= 0), sub_start.size
+        lane = np.flatnonzero(~graph.head[sub_start])  # sub-chains that continue the one before them
+        src_unit = np.where(graph.inst[graph.src] >= 0, subs + graph.inst[graph.src], node_sub[graph.src])
+        return cls._of(sub_start, n, node_sub, graph, np.concatenate([lane - 1, src_unit, node_sub[matched]]),
+                       np.concatenate([lane, node_sub[graph.dst], subs + graph.inst[matched]]))
+
+    @classmethod
+    def backward(cls, graph: Graph, out_ptr: np.ndarray) -> "Order | None":
+        n = graph.base.size
+        last = np.r_[graph.head[1:], True] | (np.diff(out_ptr) > 0)
+        sub_start = np.r_[0, np.flatnonzero(last)[:-1] + 1].astype(np.int64) if n else np.empty(0, np.int64)
+        node_sub, matched, subs = np.repeat(np.arange(sub_start.size), np.diff(np.r_[sub_start, n])), \
+            np.flatnonzero(graph.inst >= 0), sub_start.size
+        lane = np.flatnonzero(~graph.head[sub_start])  # sub-chains the one before them continues
+        dst_unit = np.where(graph.inst[graph.dst] >= 0, subs + graph.inst[graph.dst], node_sub[graph.dst])
+        return cls._of(sub_start, n, node_sub, graph, np.concatenate([lane, dst_unit, node_sub[matched]]),
+                       np.concatenate([lane - 1, node_sub[graph.src], subs + graph.inst[matched]]))
+
+    @classmethod
+    def _of(cls, sub_start, n, node_sub, graph, prod, cons) -> "Order | None":
+        matched = graph.inst >= 0
+        units = sub_start.size + (int(graph.inst[matched].max()) + 1 if matched.any() else 0)
         if (prod == cons).any():
             return None
         indeg = np.bincount(cons, minlength=units)
@@ -302,7 +319,8 @@ class Order(NamedTuple):
         if sum(layer.size for layer in layers) != units:
             return None
         sizes = np.array([layer.size for layer in layers], dtype=np.int64)
-        return cls(sub_start, sub_stop, node_sub, np.r_[0, np.cumsum(sizes)].astype(np.int64),
+        return cls(sub_start, np.r_[sub_start[1:], n].astype(np.int64), node_sub,
+                   np.r_[0, np.cumsum(sizes)].astype(np.int64),
                    np.concatenate(layers) if layers else np.empty(0, np.int64))
 
 
@@ -361,8 +379,10 @@ def _distinct(values: np.ndarray, n: int) -> np.ndarray:
     return np.flatnonzero(mark)
 
 
-def backward(graph: Graph, deadline: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Latest starts and ends (Lx, Ly) such that every node ends by its deadline and every constraint holds."""
+def backward(graph: Graph, deadline: np.ndarray, *, plan: Plan | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Latest starts and ends (Lx, Ly) such that every node ends by its deadline and every constraint
+    holds. With a backward order (Plan.back_order) each unit once, in reverse topological layers;
+    without one, passes until nothing moves."""
     n = graph.base.size
     # Ly_n = min(extL_n, Ly_{n+1} - dec_n), dec_n = d_{n+1} + u_{n+1} + g_{n+1} inside a chain.
     dec = np.zeros(n, dtype=np.int64)
@@ -370,6 +390,62 @@ def backward(graph: Graph, deadline: np.ndarray) -> tuple[np.ndarray, np.ndarray
     last = np.r_[graph.head[1:], True]
     dec[last] = 0
     p = _chain_prefix(graph, np.r_[0, dec[:-1]])  # P_n = sum of dec_j for j < n in the chain
+    plan = Plan.of(graph) if plan is None else plan
+    if plan.back_order is not None:
+        return _sweep_back(graph, plan, p, deadline)
+    return _passes_back(graph, p, deadline)
+
+
+def _sweep_back(graph: Graph, plan: Plan, p: np.ndarray, deadline: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ly_n = P_n + min over k >= n of the run (ext_k - P_k), the run's last node's ext taking the edges
+    out of it (Lx_dst - u_dst - lag) and the lane's next node (Ly - P there); then Lx = Ly - d, and a
+    collective's members Lx = the least of (Ly - t) over them."""
+    order, n = plan.back_order, graph.base.size
+    subs = order.sub_start.size
+    lx = np.full(n, LATEST, dtype=np.int64)
+    ly = np.full(n, LATEST, dtype=np.int64)
+    for layer in range(order.layer_ptr.size - 1):
+        units = order.layer_units[order.layer_ptr[layer]:order.layer_ptr[layer + 1]]
+        split = np.searchsorted(units, subs)
+        if split:
+            sub = units[:split]
+            first, stop = order.sub_start[sub], order.sub_stop[sub]
+            lens = stop - first
+            idx = _ranges(first, stop)
+            v = deadline[idx] - p[idx]
+            end = stop - 1
+            at = np.cumsum(lens) - 1  # each run's last node in idx
+            lo, hi = plan.out_ptr[end], plan.out_ptr[end + 1]
+            out = plan.out_edge[_ranges(lo, hi)]
+            if out.size:
+                has, best = _segment_min(lx[graph.dst[out]] - graph.u[graph.dst[out]] - graph.lag[out], hi - lo)
+                v[at[has]] = np.minimum(v[at[has]], best - p[end[has]])
+            cont = end + 1 < n
+            cont[cont] = ~graph.head[np.minimum(end[cont] + 1, n - 1)]
+            v[at[cont]] = np.minimum(v[at[cont]], ly[end[cont] + 1] - p[end[cont] + 1])
+            # reversed running min per run = -(running max of the negation over the reversed runs)
+            seg = np.repeat(np.arange(sub.size), lens)
+            ly_i = p[idx] - _segmented_cummax(-v[::-1], (sub.size - 1 - seg)[::-1])[::-1]
+            ly[idx] = ly_i
+            free = graph.inst[idx] < 0
+            lx[idx[free]] = ly_i[free] - graph.dur[idx[free]]
+        if split < units.size:
+            inst = units[split:] - subs
+            lo, hi = plan.member_ptr[inst], plan.member_ptr[inst + 1]
+            m = plan.members[_ranges(lo, hi)]
+            has, join = _segment_min(ly[m] - graph.transfer[m], hi - lo)
+            lx[m] = np.repeat(join, (hi - lo)[has])
+    return lx, ly
+
+
+def _segment_min(values: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Min of each non-empty consecutive segment of values (lengths lens): (which segments, minima)."""
+    has = lens > 0
+    return has, np.minimum.reduceat(values, (np.cumsum(lens) - lens)[has]) if values.size else values
+
+
+def _passes_back(graph: Graph, p: np.ndarray, deadline: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = graph.base.size
     matched = np.flatnonzero(graph.inst >= 0)
     by_src = _Groups.of(graph.src)
     by_inst = _Groups.of(graph.inst[matched])
