@@ -166,7 +166,7 @@ def forward(graph: Graph, dur: np.ndarray | None = None, transfer: np.ndarray | 
 
     With a topological order (Plan.order) every unit is computed once, layer by layer (_sweep): cost
     O(N + E) plus a few NumPy calls per layer. Without one (a cycle), passes relax the explicit edges
-    until nothing moves (_cold), each recomputing the chains whose inputs moved."""
+    until nothing moves (_passes_forward), each recomputing the chains whose inputs moved."""
     dur = graph.dur if dur is None else dur
     transfer = graph.transfer if transfer is None else transfer
     plan = Plan.of(graph) if plan is None else plan
@@ -176,7 +176,7 @@ def forward(graph: Graph, dur: np.ndarray | None = None, transfer: np.ndarray | 
     inc[1:] = dur[:-1] + graph.g[1:] + graph.u[1:]
     c = _chain_prefix(graph, inc)
     if plan.order is None:
-        return _cold(graph, plan, members, c, dur, transfer)  # no topological order: passes until settled
+        return _passes_forward(graph, plan, members, c, dur, transfer)  # no topological order: passes until settled
     n, order = graph.base.size, plan.order
     units = order.sub_start.size + plan.member_ptr.size - 1
     if warm is None:
@@ -240,7 +240,7 @@ def _update(graph, plan, members, idx, xi, x, y, dur, transfer, touched) -> np.n
     return plan.out_dst[_ranges(plan.out_ptr[moved], plan.out_ptr[moved + 1])]
 
 
-def _cold(graph, plan, members, c, dur, transfer) -> tuple[np.ndarray, np.ndarray]:
+def _passes_forward(graph, plan, members, c, dur, transfer) -> tuple[np.ndarray, np.ndarray]:
     n = graph.base.size
     x = np.full(n, NEVER, dtype=np.int64)
     y = np.full(n, NEVER, dtype=np.int64)
