@@ -176,19 +176,29 @@ def _wait_transfer(rows: pd.DataFrame, offsets: Mapping[int, int]) -> pd.DataFra
 
 def _exposed(rows: pd.DataFrame, uncovered: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     rows = rows.copy()
-    rows["exposed_wait_ns"] = np.int64(0)
-    rows["exposed_transfer_ns"] = np.int64(0)
-    rows["split_ns"] = np.int64(0)  # where the wait ends and the transfer begins, in recorded time
-    for rank, sub in rows.groupby("rank"):
-        u = uncovered[int(rank)]
-        gaps = iv.Intervals(u["start_ns"].to_numpy(np.int64), u["end_ns"].to_numpy(np.int64))
-        # In the rank's own recorded time: compute and comm share its clock.
-        s = sub["recorded_start_ns"].to_numpy(np.int64)
-        e = sub["recorded_end_ns"].to_numpy(np.int64)
-        split = np.clip(sub["last_start_ns"].to_numpy(np.int64) - (sub["start_ns"].to_numpy() - s), s, e)
-        rows.loc[sub.index, "split_ns"] = split
-        rows.loc[sub.index, "exposed_wait_ns"] = iv.overlap_lengths(s, split, gaps)
-        rows.loc[sub.index, "exposed_transfer_ns"] = iv.overlap_lengths(split, e, gaps)
+    # In each rank's own recorded time: compute and comm share its clock.
+    s = rows["recorded_start_ns"].to_numpy(np.int64)
+    e = rows["recorded_end_ns"].to_numpy(np.int64)
+    # where the wait ends and the transfer begins, in recorded time
+    split = np.clip(rows["last_start_ns"].to_numpy(np.int64) - (rows["start_ns"].to_numpy(np.int64) - s), s, e)
+    ranks, at = np.unique(rows["rank"].to_numpy(np.int64), return_inverse=True)
+    gaps = [uncovered[int(r)] for r in ranks]
+    gap_s, gap_e = (np.concatenate([np.empty(0, np.int64)] + [g[c].to_numpy(np.int64) for g in gaps])
+                    for c in ("start_ns", "end_ns"))
+    gap_at = np.repeat(np.arange(ranks.size), [len(g) for g in gaps])
+    lift = iv.Lifted.of([s, e, gap_s, gap_e], ranks.size)
+    if lift is None:  # times too far apart to lift: one rank at a time
+        wait, transfer = np.zeros(s.size, np.int64), np.zeros(s.size, np.int64)
+        for k in range(ranks.size):
+            mine, held = at == k, gap_at == k
+            gap = iv.Intervals(gap_s[held], gap_e[held])
+            wait[mine] = iv.overlap_lengths(s[mine], split[mine], gap)
+            transfer[mine] = iv.overlap_lengths(split[mine], e[mine], gap)
+    else:  # every rank at once, each on its own stretch of one axis
+        gap = iv.Intervals(lift(gap_s, gap_at), lift(gap_e, gap_at))
+        wait = iv.overlap_lengths(lift(s, at), lift(split, at), gap)
+        transfer = iv.overlap_lengths(lift(split, at), lift(e, at), gap)
+    rows["exposed_wait_ns"], rows["exposed_transfer_ns"], rows["split_ns"] = wait, transfer, split
     return rows
 
 

@@ -23,6 +23,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from ..core.intervals import distinct
+
 NEVER = np.int64(-(2 ** 62))
 LATEST = np.int64(2 ** 62)
 MAX_PASSES = 100_000
@@ -228,7 +230,7 @@ def _update(graph, plan, members, idx, xi, x, y, dur, transfer, touched) -> np.n
     the destinations of the edges out of every node whose end moved (the next pass's inputs)."""
     inst_i = graph.inst[idx]
     free = inst_i < 0
-    touched = np.unique(np.r_[touched, inst_i[~free & (xi != x[idx])]])
+    touched = distinct(np.r_[touched, inst_i[~free & (xi != x[idx])]])
     x[idx] = xi
     fi = idx[free]
     yi = xi[free] + dur[fi]
@@ -373,7 +375,7 @@ def _sweep(graph: Graph, plan: Plan, members: Members, c: np.ndarray, dur: np.nd
 def _distinct(values: np.ndarray, n: int) -> np.ndarray:
     """Sorted distinct ids in 0..n-1: a sort when they are few, one O(n) mark array when many."""
     if values.size * 16 < n:
-        return np.unique(values)
+        return distinct(values)
     mark = np.zeros(n, dtype=bool)
     mark[values] = True
     return np.flatnonzero(mark)

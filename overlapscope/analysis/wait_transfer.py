@@ -7,7 +7,7 @@ of all-reduce comm. Here, per rank and key, transfer = |union of the transfer pa
 wait = |union of the wait parts \\ transfer| (while any collective of the key moves data, the key is
 transferring), so wait + transfer = |union of the key's matched comm| <= its comm time, on every
 backend. The exposed parts are the same sets intersected with the rank's uncovered time (W \\ C).
-Loops over (rank, key) pairs, never over events.
+Every (rank, key) pair at once: each lifted onto its own stretch of one time axis (intervals.Lifted).
 """
 from __future__ import annotations
 
@@ -30,18 +30,47 @@ def wait_transfer_time(rows: pd.DataFrame, uncovered: Mapping[int, pd.DataFrame]
     transfer begins) and end_ns. uncovered: rank -> start_ns, end_ns of its W \\ C. windows: rank ->
     its step windows (start_ns, end_ns), which clip the times as comm_ns is clipped (whole trace when
     absent)."""
-    out = []
-    for (rank, *key), sub in rows.groupby(["rank", *KEYS], sort=True, observed=True):
-        start, split, end = (sub[c].to_numpy(np.int64) for c in ("start_ns", "split_ns", "end_ns"))
-        transfer = iv.merge(split, end)
-        wait = iv.difference(iv.merge(start, split), transfer)
-        w = (windows or {}).get(int(rank))
-        if w is not None:
-            inside = iv.merge(w["start_ns"].to_numpy(np.int64), w["end_ns"].to_numpy(np.int64))
-            transfer, wait = iv.intersect(transfer, inside), iv.intersect(wait, inside)
-        u = uncovered[int(rank)]
-        gaps = iv.Intervals(u["start_ns"].to_numpy(np.int64), u["end_ns"].to_numpy(np.int64))
-        out.append((int(rank), *key, int(sub["instance"].nunique()), wait.total, transfer.total,
-                    iv.intersect(wait, gaps).total, iv.intersect(transfer, gaps).total))
-    frame = pd.DataFrame(out, columns=list(WAIT_TRANSFER_COLUMNS))
+    grouped = rows.groupby(["rank", *KEYS], sort=True, observed=True)
+    labels = grouped["instance"].nunique()
+    n = len(labels)
+    at = grouped.ngroup().to_numpy(np.int64)
+    group_rank = labels.index.get_level_values(0).to_numpy(np.int64) if n else np.empty(0, np.int64)
+    start, split, end = (rows[c].to_numpy(np.int64) for c in ("start_ns", "split_ns", "end_ns"))
+    # each key's rank's uncovered time and step windows, repeated per key (keys per rank are few)
+    gaps = [uncovered[int(r)] for r in group_rank]
+    wins = [(windows or {}).get(int(r)) for r in group_rank]
+    gap_s, gap_e, win_s, win_e = (np.concatenate([np.empty(0, np.int64)] + [
+        f[c].to_numpy(np.int64) for f in frames if f is not None]) for frames, c in (
+        (gaps, "start_ns"), (gaps, "end_ns"), (wins, "start_ns"), (wins, "end_ns")))
+    gap_at = np.repeat(np.arange(n), [len(g) for g in gaps])
+    win_at = np.repeat(np.arange(n), [0 if w is None else len(w) for w in wins])
+    unclipped = np.flatnonzero([w is None for w in wins])
+    lift = iv.Lifted.of([start, split, end, gap_s, gap_e, win_s, win_e], n)
+    if lift is None:  # times too far apart to lift together: one key at a time
+        totals = np.zeros((4, n), np.int64)
+        for k in range(n):
+            r, g, w, c = at == k, gap_at == k, win_at == k, unclipped == k
+            one = [start[r], split[r], end[r], gap_s[g], gap_e[g], win_s[w], win_e[w]]
+            totals[:, k] = _times(iv.Lifted.of(one, 1), 1, *one[:3], at[r] * 0, *one[3:5], gap_at[g] * 0,
+                                  *one[5:], win_at[w] * 0, unclipped[c] * 0)[:, 0]
+    else:  # every key at once, each on its own stretch of one axis
+        totals = _times(lift, n, start, split, end, at, gap_s, gap_e, gap_at, win_s, win_e, win_at, unclipped)
+    frame = pd.DataFrame([(int(key[0]), *key[1:]) for key in labels.index], columns=["rank", *KEYS])
+    for c, values in zip(WAIT_TRANSFER_COLUMNS[4:], (labels.to_numpy(np.int64), *totals)):
+        frame[c] = values
     return frame.astype({c: np.int64 for c in WAIT_TRANSFER_COLUMNS if c not in KEYS})
+
+
+def _times(lift: iv.Lifted, n: int, start, split, end, at, gap_s, gap_e, gap_at, win_s, win_e, win_at,
+           unclipped) -> np.ndarray:
+    """wait, transfer, exposed wait, exposed transfer (rows) of keys 0..n-1 (columns), the times of
+    key k lifted as group k; keys in unclipped have no step windows (the whole trace counts)."""
+    transfer = iv.merge(lift(split, at), lift(end, at))
+    wait = iv.difference(iv.merge(lift(start, at), lift(split, at)), transfer)
+    whole = np.full(unclipped.size, lift.lo, np.int64)
+    inside = iv.merge(np.r_[lift(win_s, win_at), lift(whole, unclipped)],
+                      np.r_[lift(win_e, win_at), lift(whole + lift.stride - 1, unclipped)])
+    transfer, wait = iv.intersect(transfer, inside), iv.intersect(wait, inside)
+    gaps = iv.Intervals(lift(gap_s, gap_at), lift(gap_e, gap_at))
+    return np.array([lift.totals(s, n) for s in (wait, transfer, iv.intersect(wait, gaps),
+                                                 iv.intersect(transfer, gaps))], dtype=np.int64).reshape(4, n)

@@ -25,6 +25,13 @@ class Intervals(NamedTuple):
         return int(self.starts.size)
 
 
+def distinct(values: np.ndarray) -> np.ndarray:
+    """np.unique of a numeric array (sorted distinct values) by one sort: NumPy 2's np.unique hashes,
+    ~60x slower on 1.6M wide-range int64 (1.35 s against 0.02 s here)."""
+    out = np.sort(np.asarray(values).ravel())
+    return out[np.r_[True, out[1:] != out[:-1]]] if out.size else out
+
+
 def empty() -> Intervals:
     return Intervals(np.empty(0, I64), np.empty(0, I64))
 
@@ -65,7 +72,7 @@ def clip(s: Intervals, lo: int, hi: int) -> Intervals:
 def cut_at(s: Intervals, points: np.ndarray) -> Intervals:
     """A merged set with its intervals split at the points strictly inside them: the pieces touch,
     so the result is sorted and disjoint but not merged."""
-    points = np.unique(np.asarray(points, dtype=I64))
+    points = distinct(np.asarray(points, dtype=I64))
     inner = points[covered_at(s, points) & ~np.isin(points, s.starts)]
     if inner.size == 0:
         return s
@@ -111,7 +118,7 @@ def difference(a: Intervals, b: Intervals) -> Intervals:
 
 
 def _combine(a: Intervals, b: Intervals, op) -> Intervals:
-    points = np.unique(np.concatenate([a.starts, a.ends, b.starts, b.ends]))
+    points = distinct(np.concatenate([a.starts, a.ends, b.starts, b.ends]))
     if points.size < 2:
         return empty()
     seg_starts = points[:-1]
@@ -133,7 +140,7 @@ class Segments(NamedTuple):
 
 def segments(windows: Intervals, *sets: Intervals) -> Segments:
     """Cut the windows (sorted, disjoint; may touch) at every boundary of the given sets."""
-    points = np.unique(np.concatenate(
+    points = distinct(np.concatenate(
         [windows.starts, windows.ends] + [x for s in sets for x in (s.starts, s.ends)]))
     seg_starts, seg_ends = points[:-1], points[1:]
     win = np.searchsorted(windows.starts, seg_starts, side="right") - 1
@@ -220,3 +227,33 @@ def _innermost_one_lane(starts: np.ndarray, ends: np.ndarray, times: np.ndarray)
     t = times[hit]
     result[np.flatnonzero(hit)[~((starts[r] <= t) & (t < ends[r]))]] = -1
     return result
+
+
+class Lifted(NamedTuple):
+    """Many groups' interval sets on one axis, so one merge / intersect / difference / overlap
+    handles all of them at once: group k's time t becomes t - lo + k * stride, the stride above
+    every time's distance from lo, so no two groups overlap or touch and each group's result is
+    what the operation gives on that group alone."""
+
+    lo: int
+    stride: int
+
+    @classmethod
+    def of(cls, times: list[np.ndarray], groups: int) -> "Lifted | None":
+        """For times in [min, max + 1] of the arrays; None when lifted times would overflow int64
+        (the caller then takes the groups one at a time)."""
+        nonempty = [t for t in times if t.size]
+        if not nonempty:
+            return cls(0, 1)
+        lo = min(int(t.min()) for t in nonempty)
+        stride = max(int(t.max()) for t in nonempty) - lo + 2
+        return cls(lo, stride) if groups * stride < 2 ** 62 else None
+
+    def __call__(self, times: np.ndarray, group: np.ndarray) -> np.ndarray:
+        return np.asarray(times, dtype=I64) - self.lo + np.asarray(group, dtype=I64) * self.stride
+
+    def totals(self, s: Intervals, groups: int) -> np.ndarray:
+        """|s| of each group 0..groups-1 (s merged, lifted)."""
+        cum = np.r_[0, np.cumsum(s.ends - s.starts)].astype(I64)
+        at = np.searchsorted(s.starts, np.arange(groups + 1, dtype=I64) * self.stride)
+        return cum[at[1:]] - cum[at[:-1]]
