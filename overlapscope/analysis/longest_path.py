@@ -344,14 +344,20 @@ def _sweep(graph: Graph, plan: Plan, members: Members, c: np.ndarray, dur: np.nd
             sub = units[:split]
             first, stop = order.sub_start[sub], order.sub_stop[sub]
             lens = stop - first
-            idx = _ranges(first, stop)
-            v = graph.base[idx] + graph.u[idx] - c[idx]  # only a sub-chain's first node has explicit edges
-            at = np.cumsum(lens) - lens
-            v[at] = _ext(graph, plan, first, y) + graph.u[first] - c[first]
+            single = bool((lens == 1).all())  # one node each (the common case): no runs to accumulate
+            idx = first if single else _ranges(first, stop)
+            at = np.arange(sub.size) if single else np.cumsum(lens) - lens
+            # only a sub-chain's first node has explicit edges
+            v = np.empty(0, np.int64) if single else graph.base[idx] + graph.u[idx] - c[idx]
+            head_v = _ext(graph, plan, first, y) + graph.u[first] - c[first]
             seeded = ~graph.head[first]
             before = first[seeded] - 1
-            v[at[seeded]] = np.maximum(v[at[seeded]], x[before] - c[before])
-            xi = c[idx] + _segmented_cummax(v, np.repeat(np.arange(sub.size), lens))
+            head_v[seeded] = np.maximum(head_v[seeded], x[before] - c[before])
+            if single:
+                xi = c[idx] + head_v
+            else:
+                v[at] = head_v
+                xi = c[idx] + _segmented_cummax(v, np.repeat(np.arange(sub.size), lens))
             inst_i = graph.inst[idx]
             free = inst_i < 0
             shifted = xi != x[idx]
