@@ -17,7 +17,7 @@ import operator
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator, Union
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Union
 
 import msgspec
 import numpy as np
@@ -26,6 +26,7 @@ import orjson
 from ..errors import TraceError
 from ..core.coded import Coded
 from ..core.progress import bytes_read
+from . import kineto_chunks
 
 try:  # ISA-L inflates gzip about twice as fast as zlib (the optional [fast] extra)
     from isal import isal_zlib as _inflate
@@ -111,57 +112,262 @@ class _Doc(msgspec.Struct):
     deviceProperties: Any = None
 
 
+class _Top(msgspec.Struct):
+    """The top-level fields of one piece of a cut document (UNSET: not in this piece)."""
+
+    traceEvents: list[_AnyEvent] = []  # type: ignore[valid-type]
+    distributedInfo: Any = UNSET
+    baseTimeNanoseconds: Any = UNSET
+    deviceProperties: Any = UNSET
+
+
 _DECODER = msgspec.json.Decoder(_Doc)
+_TOP_DECODER = msgspec.json.Decoder(_Top)
+_EVENTS_DECODER = msgspec.json.Decoder(list[_AnyEvent])  # type: ignore[valid-type]
+TOP_FIELDS = ("distributedInfo", "baseTimeNanoseconds", "deviceProperties")
 _CAT, _NAME, _TID = operator.attrgetter("cat"), operator.attrgetter("name"), operator.attrgetter("tid")
+
+
+@dataclass(frozen=True)
+class ArgsWanted:
+    """Which events' args the reader reads: the typed decode keeps args for these events only (the
+    args of the other events, most CPU ops of a trace, are never looked at)."""
+
+    cats: frozenset[str]
+    """Categories whose events' args are read (device work and the calls that launch it)."""
+    name: Callable[[str], bool]
+    """Names whose events' args are read, whatever their category (comm ops)."""
+
+
+EVERY_EVENT = ArgsWanted(cats=frozenset(), name=lambda name: True)
+
+COMMON_ARGS = ("stream", "correlation", "bytes")
+"""Args read on most wanted events: one column each; the others are kept per event, when present."""
+_ABSENT = -(1 << 63)
+"""An absent arg in an integer column of COMMON_ARGS (a piece holding this value keeps objects)."""
+_RARE = operator.attrgetter(*(a for a in ARG_KEYS.values() if a not in COMMON_ARGS))
+_NO_RARE = _RARE(_Args())
+_COMMON = tuple(operator.attrgetter(a) for a in COMMON_ARGS)
+
+
+class ArgsTable:
+    """The typed decode's args of the wanted events: COMMON_ARGS as columns, every other present
+    key as a dict for the events that have one."""
+
+    def __init__(self, rows: np.ndarray, common: dict[str, np.ndarray], rare: dict[int, dict[str, Any]]) -> None:
+        self.rows = rows
+        """Event positions of the wanted events, ascending."""
+        self.common = common
+        """COMMON_ARGS column per key, one value per wanted event: int64 (_ABSENT: absent) or
+        object (UNSET: absent)."""
+        self.rare = rare
+        """Event position -> args_dict of the wanted events with a key beyond COMMON_ARGS."""
+
+    def _positions(self, idx: Any) -> np.ndarray:
+        idx = np.asarray(idx, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.rows, idx), max(self.rows.size - 1, 0))
+        assert self.rows.size or not idx.size, "args of events the reader did not declare (ArgsWanted)"
+        assert not idx.size or (self.rows[pos] == idx).all(), \
+            "args of events the reader did not declare (ArgsWanted)"
+        return pos
+
+    def get(self, idx: Any, key: str, default: Any) -> list[Any]:
+        pos = self._positions(idx)
+        attr = ARG_KEYS[key]
+        if attr not in self.common:
+            rare = self.rare
+            return [rare[i].get(key, default) if i in rare else default for i in np.asarray(idx).tolist()]
+        column = self.common[attr][pos]
+        absent = column == (_ABSENT if column.dtype != object else UNSET)
+        out = column.tolist()
+        if absent.any():
+            for j in np.flatnonzero(absent).tolist():
+                out[j] = default
+        return out
+
+    def as_dict(self, i: int) -> dict[str, Any]:
+        if i in self.rare:
+            return self.rare[i]
+        pos = int(self._positions([i])[0])
+        out = {}
+        for key in COMMON_ARGS:
+            column = self.common[key]
+            if column.dtype == object:
+                if column[pos] is not UNSET:
+                    out[key] = column[pos]
+            elif column[pos] != _ABSENT:
+                out[key] = int(column[pos])
+        return out
+
+    def take(self, keep: np.ndarray) -> "ArgsTable":
+        """The args of the kept events, renumbered."""
+        renumber = np.cumsum(keep) - 1
+        sel = keep[self.rows]
+        return ArgsTable(renumber[self.rows[sel]], {k: v[sel] for k, v in self.common.items()},
+                         {int(renumber[i]): a for i, a in self.rare.items() if keep[i]})
 
 
 @dataclass
 class Columns:
-    """The complete ("X") events of one trace as parallel per-event lists (categories and names
+    """The complete ("X") events of one trace as parallel per-event columns (categories and names
     factorized), plus the top-level fields."""
 
     cat: Coded
     name: Coded
     tid: Coded
     """str(tid) of each event: the reader uses a thread id only through its text (lane names)."""
-    ts: list[Any]
-    dur: list[Any]
-    args: list[Any]
-    """Per event: an `_Args` struct (typed path), a dict (generic path) or None."""
+    ts: list[Any] | np.ndarray
+    dur: list[Any] | np.ndarray
+    """A list of the decoded numbers, or (decoded in pieces) their int64 or float64 array when
+    every value is of that one type."""
+    args: list[Any] | ArgsTable
+    """The generic path: per event a dict or None. The typed path: an ArgsTable."""
     top: dict[str, Any]
     """distributedInfo, baseTimeNanoseconds, deviceProperties (None when absent)."""
     typed: bool = False
-    """True when args holds only `_Args` structs and None (the typed decode)."""
+    """True when args is an ArgsTable (the typed decode)."""
 
-    def arg(self, idx: np.ndarray, key: str, default: Any) -> list[Any]:
+    def arg(self, idx: Any, key: str, default: Any) -> list[Any]:
         """args[key] of the events at idx (`(args or {}).get(key, default)`)."""
-        attr = ARG_KEYS[key]
-        args = self.args
         if self.typed:
-            # Typed path: every args is an _Args struct or None; one comprehension, then UNSET -> default.
-            out = [getattr(args[i], attr, default) for i in idx]
-            return [default if v is UNSET else v for v in out] if UNSET in out else out
+            return self.args.get(idx, key, default)
         out = []
         for i in idx:
             a = self.args[i]
-            if a is None:
-                out.append(default)
-            elif isinstance(a, dict):
-                out.append(a.get(key, default))
-            else:
-                v = getattr(a, attr)
-                out.append(default if v is UNSET else v)
+            out.append(default if a is None else a.get(key, default))
         return out
 
     def args_dict(self, i: int) -> dict[str, Any]:
         """The event's args as a dict holding (at least) every present key of ARG_KEYS."""
-        a = self.args[i]
-        if a is None:
-            return {}
-        if isinstance(a, dict):
-            return a
-        return {key: msgspec.json.decode(v) if attr in RAW_ARGS else v
-                for key, attr in ARG_KEYS.items() if (v := getattr(a, attr)) is not UNSET}
+        if self.typed:
+            return self.args.as_dict(i)
+        return self.args[i] or {}
+
+
+def _args_dict(a: _Args) -> dict[str, Any]:
+    return {key: msgspec.json.decode(v) if attr in RAW_ARGS else v
+            for key, attr in ARG_KEYS.items() if (v := getattr(a, attr)) is not UNSET}
+
+
+def _pure(values: list[Any]) -> np.ndarray | None:
+    """values as an int64 array when all are int, float64 when all are float, else None."""
+    kinds = set(map(type, values))
+    if kinds == {float}:
+        return np.array(values, dtype=np.float64)
+    if kinds == {int}:
+        try:
+            return np.array(values, dtype=np.int64)
+        except OverflowError:
+            return None
+    return None
+
+
+def _common_column(values: list[Any]) -> np.ndarray:
+    """One COMMON_ARGS column of a piece: int64 with _ABSENT when every value is an int or absent."""
+    column = np.array(values, dtype=object)
+    absent = column == UNSET
+    if set(map(type, values)) <= {int, msgspec.UnsetType} and _ABSENT not in values:
+        column[absent] = _ABSENT
+        try:
+            return column.astype(np.int64)
+        except OverflowError:
+            column[absent] = UNSET
+    return column
+
+
+class _TypedBuilder:
+    """Columns of the typed decode, built from the decoded events one piece at a time."""
+
+    def __init__(self, wanted: ArgsWanted, arrays: bool) -> None:
+        self.wanted = wanted
+        self.arrays = arrays
+        """Keep ts and dur as arrays (refusing mixed types: the caller decodes whole), else lists."""
+        self.index: dict[str, dict[Any, int]] = {"cat": {}, "name": {}, "tid": {}}
+        self.codes: dict[str, list[np.ndarray]] = {"cat": [], "name": [], "tid": []}
+        self.times: dict[str, list[Any]] = {"ts": [], "dur": []}
+        self.by_code = {"cat": np.zeros(0, bool), "name": np.zeros(0, bool)}
+        self.rows: list[np.ndarray] = []
+        self.common: dict[str, list[np.ndarray]] = {k: [] for k in COMMON_ARGS}
+        self.rare: dict[int, dict[str, Any]] = {}
+        self.size = 0
+
+    def add(self, events: list[Any]) -> bool:
+        """Add a piece's events; False when they need the whole document (or the generic path)."""
+        xs = [e for e in events if e.__class__ is _Event]
+        if not xs:
+            return True
+        ts, dur = [e.ts for e in xs], [e.dur for e in xs]
+        if UNSET in ts or UNSET in dur:
+            return False  # the generic path raises the reference error for an event without ts or dur
+        for field_name, values in (("ts", ts), ("dur", dur)):
+            chunks = self.times[field_name]
+            if not self.arrays:
+                chunks.extend(values)
+                continue
+            arr = _pure(values)
+            if arr is None or (chunks and arr.dtype != chunks[0].dtype):
+                return False
+            chunks.append(arr)
+        codes = {}
+        for field_name, get in (("cat", _CAT), ("name", _NAME), ("tid", _TID)):
+            index = self.index[field_name]
+            codes[field_name] = np.array([index.setdefault(v, len(index)) for v in map(get, xs)], dtype=np.int64)
+            self.codes[field_name].append(codes[field_name])
+        by_name = self._decided("name", lambda n: self.wanted.name(n))
+        wanted = self._decided("cat", lambda c: c in self.wanted.cats)[codes["cat"]] | by_name[codes["name"]]
+        picked = np.flatnonzero(wanted)
+        args = [xs[i].args or _NO_ARGS for i in picked.tolist()]
+        self.rows.append(picked + self.size)
+        for key, get in zip(COMMON_ARGS, _COMMON):
+            self.common[key].append(_common_column(list(map(get, args))))
+        for i, a in zip(picked.tolist(), args):
+            if _RARE(a) != _NO_RARE or (a is not _NO_ARGS and by_name[codes["name"][i]]):
+                self.rare[self.size + i] = _args_dict(a)
+        self.size += len(xs)
+        return True
+
+    def _decided(self, field_name: str, func: Callable[[str], bool]) -> np.ndarray:
+        """func of every distinct value of the field seen so far (decided once each)."""
+        done = self.by_code[field_name]
+        uniques = self.index[field_name]
+        if done.size < len(uniques):
+            new = list(uniques)[done.size:]
+            done = self.by_code[field_name] = np.append(done, [bool(func(u)) for u in new])
+        return done
+
+    def columns(self, top: dict[str, Any]) -> Columns:
+        def coded(field_name: str) -> Coded:
+            index = self.index[field_name]
+            uniques = np.empty(len(index), dtype=object)
+            uniques[:] = list(index)
+            parts = self.codes[field_name]
+            return Coded(np.concatenate(parts) if parts else np.zeros(0, np.int64), uniques)
+
+        def times(field_name: str) -> Any:
+            chunks = self.times[field_name]
+            return np.concatenate(chunks) if self.arrays and chunks else list(chunks)
+
+        def common(key: str) -> np.ndarray:
+            parts = self.common[key]
+            if not parts:
+                return np.zeros(0, np.int64)
+            if any(p.dtype == object for p in parts):  # back to UNSET for absent in every part
+                parts = [p if p.dtype == object else _objects(p) for p in parts]
+            return np.concatenate(parts)
+
+        rows = np.concatenate(self.rows) if self.rows else np.zeros(0, np.int64)
+        return Columns(cat=coded("cat"), name=coded("name"), tid=coded("tid").relabel(str), ts=times("ts"),
+                       dur=times("dur"), args=ArgsTable(rows, {k: common(k) for k in COMMON_ARGS}, self.rare),
+                       top=top, typed=True)
+
+
+_NO_ARGS = _Args()
+
+
+def _objects(column: np.ndarray) -> np.ndarray:
+    out = column.astype(object)
+    out[column == _ABSENT] = UNSET
+    return out
 
 
 @contextlib.contextmanager
@@ -180,11 +386,12 @@ def no_gc():
             gc.enable()
 
 
-def read_bytes(path: Path) -> bytes:
+def read_bytes(path: Path) -> bytearray:
     """The file's bytes, gunzipped when gzip; one-line errors for empty or truncated files.
 
     Read and inflated READ_CHUNK bytes of the file at a time, each reported (core/progress.py), so
-    a progress bar moves while one large file is read."""
+    a progress bar moves while one large file is read. The text grows in one bytearray (resized
+    in place), never held twice."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(READ_CHUNK)
@@ -193,7 +400,10 @@ def read_bytes(path: Path) -> bytes:
                 raise TraceError("empty file", path)
             chunks = itertools.chain([head], _chunks(fh))
             if head[:2] != GZIP_MAGIC:
-                return b"".join(chunks)
+                raw = bytearray()
+                for chunk in chunks:
+                    raw += chunk
+                return raw
             try:
                 raw = gunzip_chunks(chunks)
             except (EOFError, _inflate.error, gzip.BadGzipFile) as exc:
@@ -211,17 +421,17 @@ def _chunks(fh: BinaryIO) -> Iterator[bytes]:
         yield chunk
 
 
-def gunzip(data: bytes) -> bytes:
+def gunzip(data: bytes) -> bytearray:
     """`gzip.decompress(data)`: every member, CRC and length checked, zero padding between members
     skipped; but in one pass (the inflater checks the trailer; gzip.decompress inflates raw deflate
     and then runs crc32 over the output again) and with ISA-L when it is installed."""
     return gunzip_chunks([data])
 
 
-def gunzip_chunks(chunks: Iterable[bytes]) -> bytes:
+def gunzip_chunks(chunks: Iterable[bytes]) -> bytearray:
     """`gunzip` of the concatenation of `chunks`, inflated as they come (a member, its zero
     padding or the next member's magic may straddle chunks)."""
-    out: list[bytes] = []
+    out = bytearray()
     inflater = _inflate.decompressobj(31)  # 31: a gzip wrapper around deflate, trailer checked
     data = b""
     chunks = iter(chunks)
@@ -239,13 +449,13 @@ def gunzip_chunks(chunks: Iterable[bytes]) -> bytes:
             if data[:2] != GZIP_MAGIC:
                 raise gzip.BadGzipFile(f"not a gzip member after the first one ({data[:2]!r})")
             inflater = _inflate.decompressobj(31)
-        out.append(inflater.decompress(data))
+        out += inflater.decompress(data)
         data = b""
         if inflater.eof:
             data, inflater = inflater.unused_data, None
     if inflater is not None:
         raise EOFError("compressed file ended before the end-of-stream marker was reached")
-    return out[0] if len(out) == 1 else b"".join(out)
+    return out
 
 
 def load_document(path: Path, raw: bytes | None = None) -> dict[str, Any]:
@@ -265,32 +475,61 @@ def load_document(path: Path, raw: bytes | None = None) -> dict[str, Any]:
     return doc
 
 
-def read_columns(path: Path) -> Columns:
-    """Columns of a trace file: the typed decode, or the generic one when the file is unusual."""
+def read_columns(path: Path, wanted: ArgsWanted = EVERY_EVENT) -> Columns:
+    """Columns of a trace file: the typed decode, or the generic one when the file is unusual.
+    The typed decode keeps the args of the `wanted` events only."""
     raw = read_bytes(path)
-    cols = _typed_columns(raw)
+    cols = _typed_columns(raw, wanted)
     if cols is None:
         cols = columns_of_document(load_document(path, raw))
     return cols
 
 
-def _typed_columns(raw: bytes) -> Columns | None:
+def _typed_columns(raw: bytearray, wanted: ArgsWanted = EVERY_EVENT) -> Columns | None:
+    """The typed decode: in pieces (kineto_chunks), else of the whole document; None when the
+    file is outside the typed schema. Empties `raw` once its pieces are decoded."""
+    cols = _piecewise_columns(raw, wanted)
+    if cols is not None:
+        del raw[:]  # the text is no longer needed: free it before the table is built
+        return cols
     try:
         doc = _DECODER.decode(raw)
     except (msgspec.MsgspecError, RecursionError):
         return None  # malformed, too deep, or outside the typed schema: the generic path decides
-    xs = [e for e in doc.traceEvents if e.__class__ is _Event]
-    ts = [e.ts for e in xs]
-    dur = [e.dur for e in xs]
-    if UNSET in ts or UNSET in dur:
-        return None  # the generic path raises the reference error for an event without ts or dur
-    return Columns(
-        cat=Coded.of(map(_CAT, xs)), name=Coded.of(map(_NAME, xs)),
-        # int, str and None only (the schema's tid): no two of them compare equal yet print apart.
-        tid=Coded.of(map(_TID, xs)).relabel(str), ts=ts,
-        dur=dur, args=[e.args for e in xs],
-        top={"distributedInfo": doc.distributedInfo, "baseTimeNanoseconds": doc.baseTimeNanoseconds,
-             "deviceProperties": doc.deviceProperties}, typed=True)
+    builder = _TypedBuilder(wanted, arrays=False)
+    if not builder.add(doc.traceEvents):
+        return None
+    return builder.columns({k: getattr(doc, k) for k in TOP_FIELDS})
+
+
+def _piecewise_columns(raw: bytearray, wanted: ArgsWanted) -> Columns | None:
+    """The typed decode a few MiB of events at a time; None when a piece does not decode alone
+    (a cut not between events, or content the whole-document decode must judge)."""
+    cuts = kineto_chunks.cut(raw)
+    if cuts is None:
+        return None
+    builder = _TypedBuilder(wanted, arrays=True)
+    text = memoryview(raw)
+    try:
+        head = _TOP_DECODER.decode(cuts.head)
+        for start, end in cuts.pieces:
+            piece = bytearray(b"[")
+            piece += text[start:end]
+            piece += b"]"
+            if not builder.add(_EVENTS_DECODER.decode(piece)):
+                return None
+        tail_text = bytearray(b'{"traceEvents": [')
+        tail_text += text[cuts.tail:]
+        tail = _TOP_DECODER.decode(tail_text)
+    except (msgspec.MsgspecError, RecursionError):
+        return None
+    finally:
+        text.release()
+    if not builder.add(tail.traceEvents):
+        return None
+    # A key after the array overrides one before it, as in a decode of the whole document.
+    top = {k: v if (v := getattr(tail, k)) is not UNSET else getattr(head, k) for k in TOP_FIELDS}
+    return builder.columns({k: None if v is UNSET else v for k, v in top.items()})
 
 
 def columns_of_document(doc: dict[str, Any]) -> Columns:
