@@ -97,13 +97,16 @@ class MoE(nn.Module):
         self.send_splits = per_expert.sum(1).tolist()  # tokens to each rank
         # every rank routes the same way: from each sender this rank receives its own experts' share
         self.recv_splits = [int(per_expert[ctx.rank].sum())] * ctx.world_size
-        local = torch.arange(e).repeat_interleave(per_expert[ctx.rank])
-        self.register_buffer("local_expert", local.repeat(ctx.world_size), persistent=False)
+        local = torch.arange(e).repeat_interleave(per_expert[ctx.rank]).repeat(ctx.world_size)
+        # the received rows of each local expert, as indices fixed here: a boolean mask would make every
+        # expert's indexing a device-to-host sync on CUDA (nonzero), stalling the launches behind it
+        for j in range(e):
+            self.register_buffer(f"rows{j}", torch.nonzero(local == j).squeeze(1), persistent=False)
 
     def experts(self, x: torch.Tensor) -> torch.Tensor:
         out = torch.empty_like(x)
         for j in range(self.args.experts_per_rank):
-            rows = self.local_expert == j
+            rows = getattr(self, f"rows{j}")
             out[rows] = F.gelu(x[rows] @ self.w1[j]) @ self.w2[j]
         return out
 

@@ -38,6 +38,8 @@ class Kernel:
     """Launching thread (default: the main thread, tid == pid)."""
     corr: int | None = None
     """Correlation id (default: the next of the process's, in list order); set to order calls."""
+    api: str = "cudaLaunchKernel"
+    """The launching runtime call (`cudaGraphLaunch`: one call, one correlation id, many kernels)."""
 
 
 @dataclass
@@ -151,7 +153,7 @@ class Export:
                             "demangledName": sid(k.name), "shortName": sid(k.name.split("(")[0].split("<")[0]),
                             "gridX": 1, "gridY": 1, "gridZ": 1, "blockX": 128, "blockY": 1, "blockZ": 1})
             if k.launch is not None:
-                runtime.append(_api(k.pid, k.tid, k.launch, c, sid("cudaLaunchKernel")))
+                runtime.append(_api(k.pid, k.tid, k.launch, c, sid(k.api)))
         for cp in self.copies:
             c = next_corr(cp.pid)
             row = {"start": cp.start, "end": cp.end, "deviceId": cp.device, "contextId": 1, "streamId": cp.stream,

@@ -45,6 +45,8 @@ def test_each_rule_claims_its_example(rule):
     ("ncclDevKernel_Generic_1", ""),
     ("mscclKernel_Sum_half_Simple_false", ""),
     ("hcom_allReduce__428_0_1", "all_reduce"),
+    ("hcom_alltoallv__503_0_1", "all_to_all"),
+    ("void RcclKernelAllGather<float, HIP_vector_type<float, 4u> >(DeviceControl_t*, void const*, void*)", "all_gather"),
     (DEEPEP_DISPATCH, "all_to_all"),
     (FORK_COMBINE, "all_to_all"),
     ("void deep_ep::internode::notify_dispatch<false, 2>(int const*, int*)", "all_to_all"),
@@ -276,3 +278,17 @@ def test_all_to_all_size_from_the_nccl_op_input_dims_gives_busbw(tmp_path):
     assert coll["bytes"].tolist() == [1 << 20, 1 << 20]
     assert coll["transfer_ns"].tolist() == [40_000, 40_000]
     assert coll["instance_busbw_gbps"].iloc[0] == pytest.approx((1 << 20) / 40_000 * 0.5)
+
+
+@pytest.mark.parametrize("input_type, element", [("float", 4), ("c10::BFloat16", 2), ("c10::Half", 2),
+                                                 ("long int", 8), ("unsigned char", 1)])
+def test_op_input_size_reads_the_type_names_torch_prints(tmp_path, input_type, element):
+    """`Input type` holds the C++ type torch prints (real traces: "c10::Half", "long int", "unsigned
+    char"), not the ScalarType name of record_param_comms' dtype: a bf16 all-to-all has a size too."""
+    t = KinetoTrace(rank=0, world_size=1, base_ns=BASE)
+    t.step(1, 0, 100_000)
+    t.cpu_op("nccl:all_to_all", 100, 900, **{"Input Dims": [[1024, 256]], "Input type": [input_type]})
+    t.kernel("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", 10_000, 60_000, stream=20, launch_ns=200)
+    ev = load_run(t.write(tmp_path / "rank0.trace.json"), cache=False).ranks[0].events
+    comm = ev[ev["kind"] == "comm"]
+    assert comm[["collective", "bytes"]].astype(str).values.tolist() == [["all_to_all", str(1024 * 256 * element)]]

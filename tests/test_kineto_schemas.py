@@ -43,6 +43,51 @@ def test_pre_2022_categories_read_like_the_current_ones(tmp_path):
     assert a_old.steps["step"].tolist() == [3]
 
 
+def test_earliest_libkineto_form_reads_like_the_current_one(tmp_path):
+    """libkineto's first ChromeTraceLogger (output_json.cpp, 2020-21) wrote a bare JSON array, device
+    events on `"tid": "stream 7"`, launches as `Runtime` with cbid/correlation/external id, flow
+    arrows to "stream N", and no top-level fields: same numbers as today's schema."""
+    (tmp_path / "new").mkdir()
+    step_trace().write(tmp_path / "new" / "rank0.json")
+    events = []
+    for e in step_trace().events:
+        e = dict(e, cat=OLD.get(e["cat"], e["cat"]), args=dict(e["args"]))
+        if e["cat"] in ("Kernel", "Memcpy"):
+            e["tid"] = f"stream {e['args']['stream']}"
+            e["args"].update({"queued": 0, "context": 1, "external id": 1})
+        elif e["cat"] == "Runtime":
+            e["args"].update({"cbid": 211, "external id": 1, "external ts": e["ts"]})
+            events.append({"ph": "f", "id": e["args"]["correlation"], "pid": 0, "tid": "stream 7", "ts": e["ts"],
+                           "cat": "async", "name": "launch", "bp": "e"})
+        events.append(e)
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "rank0.json").write_bytes(orjson.dumps(events))
+    a_new, a_old = (analyze(load_run(tmp_path / d, cache=False)) for d in ("new", "old"))
+    assert a_old.totals.drop(columns="source").equals(a_new.totals.drop(columns="source"))
+    assert (a_old.totals.iloc[0].comm_ns, a_old.totals.iloc[0].exposed_comm_ns) == (30_000, 20_000)
+    assert a_old.steps["step"].tolist() == [3]
+    (tmp_path / "old" / "rank0.json").write_bytes(orjson.dumps([1, 2, 3]))
+    with pytest.raises(TraceError, match="not a Kineto trace"):
+        load_run(tmp_path / "old", cache=False)
+
+
+@pytest.mark.parametrize("launch_cat", ["xpu_runtime", "privateuse1_runtime"])
+def test_xpu_and_privateuse1_launches_tie_kernels_to_their_steps(tmp_path, launch_cat):
+    """Intel XPU and PrivateUse1 backends launch `kernel` events from their own runtime category
+    (libkineto ActivityType names): the same steps and numbers as a CUDA trace."""
+    (tmp_path / "cuda").mkdir()
+    step_trace().write(tmp_path / "cuda" / "rank0.json")
+    other = step_trace()
+    for e in other.events:
+        if e["cat"] == "cuda_runtime":
+            e["cat"] = launch_cat
+    (tmp_path / "other").mkdir()
+    other.write(tmp_path / "other" / "rank0.json")
+    a_cuda, a_other = (analyze(load_run(tmp_path / d, cache=False)) for d in ("cuda", "other"))
+    assert a_other.totals.drop(columns="source").equals(a_cuda.totals.drop(columns="source"))
+    assert a_other.steps["step"].tolist() == [3] and a_other.totals.iloc[0].comm_ns == 30_000
+
+
 def test_device_activity_in_unknown_categories_alone_is_refused(tmp_path):
     t = KinetoTrace(rank=0, world_size=1, base_ns=BASE, float_ts=False)
     t.step(1, 0, 100_000)
@@ -86,6 +131,8 @@ def test_gloo_transfers_pair_only_with_enqueues_of_their_backend_and_collective(
     comm = ev[ev["kind"] == "comm"].sort_values("start_ns")
     assert comm["collective"].astype(str).tolist() == ["reduce_scatter", "barrier", "barrier"]
     assert (comm["launch_ns"] - comm["launch_ns"].min()).tolist() == [0, 100_000, 200_000]
+    by_coll = analyze(load_run(path, cache=False)).by_collective.set_index("collective")
+    assert by_coll["comm_ns"].to_dict() == {"reduce_scatter": 49_500, "barrier": 19_000}
 
 
 def test_cuda_graph_replay_kernels_belong_to_the_launch_step_and_scope(tmp_path):

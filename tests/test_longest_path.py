@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from longest_path_reference import full_forward
-from overlapscope.analysis.longest_path import Graph, Plan, forward
+from longest_path_reference import full_backward, full_forward
+from overlapscope.analysis.longest_path import Graph, Plan, backward, forward
 
 
 def random_graph(rng: np.random.Generator, chains: int = 60, levels: int = 30) -> Graph:
@@ -41,14 +41,15 @@ def random_graph(rng: np.random.Generator, chains: int = 60, levels: int = 30) -
                  lag=rng.integers(-5, 10, pairs.shape[0]))
 
 
-@pytest.mark.parametrize("whole_chains_above", [0, 8, 10 ** 9])  # warm passes: runs only, either, whole chains only
+@pytest.mark.parametrize("ordered", [True, False])  # the one-visit sweep, and the passes without an order
 @pytest.mark.parametrize("seed", range(40))
-def test_frontier_forward_equals_the_full_solve_cold_and_warm(seed, whole_chains_above, monkeypatch):
-    import overlapscope.analysis.longest_path as lp
-    monkeypatch.setattr(lp, "WHOLE_CHAINS_ABOVE", whole_chains_above)
+def test_forward_equals_the_full_solve_cold_and_warm(seed, ordered):
     rng = np.random.default_rng(seed)
     graph = random_graph(rng)
     plan = Plan.of(graph)
+    assert plan.order is not None  # the random graphs are DAGs
+    if not ordered:
+        plan = plan._replace(order=None)
     x0, y0 = full_forward(graph)
     x, y = forward(graph, plan=plan)
     assert np.array_equal(x, x0) and np.array_equal(y, y0)
@@ -68,6 +69,23 @@ def test_frontier_forward_equals_the_full_solve_cold_and_warm(seed, whole_chains
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 
+@pytest.mark.parametrize("ordered", [True, False])
+@pytest.mark.parametrize("seed", range(40))
+def test_backward_equals_the_full_solve(seed, ordered):
+    rng = np.random.default_rng(seed)
+    graph = random_graph(rng)
+    plan = Plan.of(graph)
+    assert plan.back_order is not None
+    if not ordered:
+        plan = plan._replace(back_order=None)
+    _, y = full_forward(graph)
+    # every node by the latest end (as slack asks), and some nodes by tighter deadlines of their own
+    deadline = np.where(rng.random(y.size) < 0.2, y + rng.integers(0, 20, y.size), y.max())
+    want = full_backward(graph, deadline)
+    got = backward(graph, deadline, plan=plan)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
 def test_a_warm_solve_with_nothing_changed_returns_the_solution_at_once():
     graph = random_graph(np.random.default_rng(1))
     x0, y0 = full_forward(graph)
@@ -75,11 +93,15 @@ def test_a_warm_solve_with_nothing_changed_returns_the_solution_at_once():
     assert np.array_equal(x, x0) and np.array_equal(y, y0)
 
 
-def test_a_warm_solve_refuses_times_that_grow():
-    graph = random_graph(np.random.default_rng(2))
+def test_a_warm_solve_follows_times_that_grow_too():
+    rng = np.random.default_rng(2)
+    graph = random_graph(rng)
     x0, y0 = full_forward(graph)
-    with pytest.raises(ValueError, match="only shrinks"):
-        forward(graph, dur=graph.dur + 1, warm=(x0, y0, np.ones(graph.base.size, bool)))
+    grown = rng.random(graph.base.size) < 0.1
+    dur, transfer = graph.dur + 7 * grown, graph.transfer + 5 * (grown & (graph.inst >= 0))
+    want = full_forward(graph, dur=dur, transfer=transfer)
+    got = forward(graph, dur=dur, transfer=transfer, warm=(x0, y0, grown))
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 
 def test_a_cycle_is_reported_not_looped_on(monkeypatch):

@@ -152,6 +152,51 @@ def test_ring_step_exposed_p2p_and_the_compute_that_hid_it(tmp_path):
     assert ring_summary(a.ring_steps).set_index("pass").loc["forward", "exposed_comm_ns"] == 10_000
 
 
+def test_ring_step_on_a_gpu_counts_the_kernels_its_attention_launched(tmp_path):
+    """CUDA + NCCL: the labels are CPU ranges of a few µs of launching, the work runs later on the
+    GPU. Ring step 0 [1, 8) µs launches the transfer at 2 (a SendRecv kernel [10, 50) on the comm
+    stream) and, under `:attn` [3, 6), the attention kernel at 4 ([15, 45)); a kernel launched at 7,
+    outside the attention label, runs [45, 48). The step's attention is the [15, 45) kernel, not the
+    3 µs label: it hid 30 of the 40 µs transfer; all compute hid 33."""
+    t = KinetoTrace(rank=0, base_ns=BASE)
+    t.step(1, 0, 100_000)
+    t.annotation("ring:L0:step0", 1_000, 8_000)
+    t.kernel(SENDRECV, 10_000, 50_000, stream=20, launch_ns=2_000)
+    t.annotation("ring:L0:step0:attn", 3_000, 6_000)
+    t.kernel("void gemm_kernel()", 15_000, 45_000, stream=7, launch_ns=4_000)
+    t.kernel("void elementwise_kernel()", 45_000, 48_000, stream=7, launch_ns=7_000)
+    a = overlapscope.analyze(overlapscope.load_run(t.write(tmp_path / "rank0.json")))
+    fwd = a.ring_steps.set_index("pass").loc["forward"]
+    assert fwd[["comm_ns", "exposed_comm_ns", "hidden_ns", "attn_ns", "hidden_by_attn_ns"]].tolist() == \
+        [40_000, 7_000, 33_000, 30_000, 30_000]
+
+
+@pytest.mark.parametrize("first, second, backward, section", [
+    ("moe:L0:mb0:dispatch", "moe:L0:mb1:dispatch", "moe:L0:mb0:combine:bwd", "moe_passes"),
+    ("ring:L0:step0", "ring:L1:step0", "ring:L0:step0:bwd", "ring_passes"),
+])
+def test_pass_totals_count_transfers_in_flight_together_once(tmp_path, first, second, backward, section):
+    """Two transfers of one pass in flight at once: [10, 40) µs (launched under `first`) and [30, 60)
+    (under `second`), compute [20, 35): the pass moved comm over [10, 60) = 50 µs, exposed [10, 20) +
+    [35, 60) = 35 (the per-label rows sum to 60 and 40). Backward: [75, 85) under `backward`, compute
+    [80, 90): 10, exposed 5."""
+    t = KinetoTrace(rank=0, base_ns=BASE)
+    t.step(1, 0, 100_000)
+    for label, at, start, end, stream in ((first, 1_000, 10_000, 40_000, 20), (second, 3_000, 30_000, 60_000, 21),
+                                          (backward, 70_000, 75_000, 85_000, 20)):
+        t.annotation(label, at, at + 1_000)
+        t.kernel(SENDRECV, start, end, stream=stream, launch_ns=at + 100)
+    t.kernel("void gemm_kernel()", 20_000, 35_000, launch_ns=5_000)
+    t.kernel("void gemm_kernel()", 80_000, 90_000, launch_ns=72_000)
+    a = overlapscope.analyze(overlapscope.load_run(t.write(tmp_path / "rank0.json")))
+    passes = getattr(a, section).set_index("pass")
+    assert passes.loc["forward", ["count", "comm_ns", "exposed_comm_ns"]].tolist() == [2, 50_000, 35_000]
+    assert passes.loc["backward", ["count", "comm_ns", "exposed_comm_ns"]].tolist() == [1, 10_000, 5_000]
+    rows = a.moe_layers if section == "moe_passes" else a.ring_steps
+    fwd = rows[rows["pass"] == "forward"]
+    assert (fwd["comm_ns"].sum(), fwd["exposed_comm_ns"].sum()) == (60_000, 40_000)
+
+
 def test_json_sections_and_report_tables(tmp_path):
     moe_run(tmp_path)
     out = CliRunner().invoke(main, ["analyze", str(tmp_path), "--format", "json", "--no-cache"])

@@ -71,3 +71,50 @@ def test_ring_overlap_hides_the_kv_transfer(profiled) -> None:
     fwd = ring[ring["pass"] == "forward"]
     assert set(fwd["ring_step"]) == {0} and set(fwd["layer"]) == {0, 1}  # 2 ranks: one transfer per layer
     assert (fwd["hidden_by_attn_ns"] > 0).all() and (fwd["hidden_by_attn_ns"] <= fwd["hidden_ns"]).all()
+
+
+def test_ring_at_world_size_4_labels_every_transfer(profiled) -> None:
+    """4 ranks, one block: every rank runs ring steps 0-2 with a transfer (step 3 has none) in forward
+    and backward, every recorded step; the ring section adds up; overlap on lets attention hide some."""
+    p = profiled("cp_on_4")
+    m = p.manifest
+    assert m["world_size"] == 4 and m["missing_ranks"] == [] and m["layout"]["cp"] == 4
+    first, last = map(float, LOSS.search(p.done.stdout).groups())
+    assert last < 0.8 * first
+    ring = p.analysis.ring_steps
+    want = {(rank, step, pass_, k) for rank in range(4) for step in RECORDED
+            for pass_ in ("forward", "backward") for k in range(3)}
+    assert set(zip(ring["rank"], ring["step"], ring["pass"], ring["ring_step"])) == want
+    assert (ring["layer"] == 0).all() and (ring["comm_ns"] > 0).all()
+    assert (ring["exposed_comm_ns"] + ring["hidden_ns"] == ring["comm_ns"]).all()
+    # each transfer is one send and one recv on gloo
+    assert (ring["count"] == 2).all(), ring["count"].value_counts()
+    fwd = ring[ring["pass"] == "forward"]
+    assert (fwd["attn_ns"] > 0).all() and (fwd["hidden_by_attn_ns"] <= fwd["hidden_ns"]).all()
+    # the transfer is in flight during the step's attention; how much it hides depends on the load
+    assert fwd["hidden_by_attn_ns"].sum() > 0
+    bwd = ring[ring["pass"] == "backward"]
+    assert (bwd["attn_ns"] == 0).all(), "the backward shifts have no attention label of their own"
+
+
+def test_moe_at_world_size_4_with_microbatch_overlap(profiled) -> None:
+    """4 ranks, 4 experts each, uniform routing, --overlap microbatch: every rank labels both
+    micro-batches' dispatch, experts and combine, and every all-to-all moves exactly 128 tokens of 64
+    floats between every pair of ranks (512 tokens per micro-batch over 16 experts, 32 each)."""
+    p = profiled("moe_uniform")
+    layout = p.manifest["layout"]
+    assert p.manifest["world_size"] == 4 and (layout["overlap"], layout["experts_per_rank"]) == ("microbatch", 4)
+    for trace in p.run.ranks:
+        names = trace.events["name"].astype(str)
+        for mb in range(2):  # at least one per recorded step (the warm-up step's may be cut off)
+            assert (names == f"moe:L0:mb{mb}:experts").sum() >= len(RECORDED), (trace.rank, mb)
+    moe = p.analysis.moe_layers
+    want = {(rank, step, pass_, mb, phase) for rank in range(4) for step in RECORDED
+            for pass_ in ("forward", "backward") for mb in range(2) for phase in ("dispatch", "combine")}
+    assert set(zip(moe["rank"], moe["step"], moe["pass"], moe["microbatch"], moe["phase"])) == want
+    assert (moe["count"] == 1).all()
+    a2a = p.analysis.all_to_all
+    assert (a2a["ranks"] == 4).all() and (a2a["missing"] == "").all()
+    traffic = p.analysis.all_to_all_traffic
+    assert (traffic["bytes"] == 128 * 64 * 4).all()
+    assert traffic.groupby("instance").size().eq(16).all() and traffic["instance"].nunique() == len(a2a)

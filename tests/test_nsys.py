@@ -689,3 +689,22 @@ def test_load_run_reads_a_directory_of_unnamed_exports_together(tmp_path):
     (tmp_path / "b.nsys-rep").write_bytes(b"report beside its export: the export is read")
     run = overlapscope.load_run(tmp_path)
     assert [(t.rank, t.rank_from, t.meta.extra["pid"]) for t in run.ranks] == [(0, "device", 12), (1, "device", 11)]
+
+
+def test_cuda_graph_replay_kernels_belong_to_the_launch_step_and_scope(tmp_path):
+    """nsys twin of the Kineto graph test: one cudaGraphLaunch (correlation 77) replays three
+    kernels, an NCCL all-reduce among them; all belong to step 2 and to the NVTX range around the launch."""
+    e = Export(processes={500: "python3"}, gpus={0: "NVIDIA H100"})
+    e.ranges += [Range(500, "ProfilerStep#1", 0, 100_000), Range(500, "ProfilerStep#2", 100_000, 200_000),
+                 Range(500, "decoder | graph", 100_500, 102_000)]
+    e.kernels += [Kernel(500, 0, 7, "void gemm()", 10_000, 40_000, launch=1_000, corr=10)]
+    for i, (name, s, end, stream) in enumerate((("void gemm()", 150_000, 170_000, 7), ("void add()", 170_000, 175_000, 7),
+                                                ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 165_000, 185_000, 20))):
+        e.kernels.append(Kernel(500, 0, stream, name, s, end, corr=77, launch=101_000 if i == 0 else None,
+                                api="cudaGraphLaunch"))
+    a = overlapscope.analyze(overlapscope.load_run(e.write(tmp_path / "graph.sqlite"), cache=False))
+    steps = a.steps.set_index("step")
+    assert (steps.loc[2, "window_ns"], steps.loc[2, "compute_ns"], steps.loc[2, "comm_ns"],
+            steps.loc[2, "exposed_comm_ns"]) == (35_000, 25_000, 20_000, 10_000)
+    assert steps.loc[1, "comm_ns"] == 0
+    assert a.by_scope[["scope", "comm_ns", "exposed_comm_ns"]].values.tolist() == [["decoder | graph", 20_000, 10_000]]

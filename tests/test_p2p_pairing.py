@@ -16,7 +16,8 @@ PG = [{"pg_name": "world", "pg_desc": "default_pg", "ranks": [0, 1, 2, 3]}] + [
     {"pg_name": f"pp{r}", "pg_desc": "pp", "ranks": [r, r + 1]} for r in range(STAGES - 1)]
 
 
-def p2p(t: KinetoTrace, rank: int, op: str, group: str, post: int, end: int, seq: int | None) -> None:
+def p2p(t: KinetoTrace, rank: int, op: str, group: str, post: int, end: int, seq: int | None,
+        stream: int | None = None) -> None:
     """One nccl:send/recv on `rank`, posted at `post` and ending at `end` (true time, ns)."""
     off = CLOCK_NS[rank]
     launch = post + off - 2_000
@@ -26,7 +27,7 @@ def p2p(t: KinetoTrace, rank: int, op: str, group: str, post: int, end: int, seq
         args["Seq"] = seq
     t.cpu_op(op, launch - 500, launch + 500)
     t.cpu_op("record_param_comms", launch - 400, launch + 400, **args)
-    t.kernel(SENDRECV, post + off, end + off, stream=20 + len(op), launch_ns=launch)
+    t.kernel(SENDRECV, post + off, end + off, stream=20 + len(op) if stream is None else stream, launch_ns=launch)
 
 
 def pipeline(tmp_path, *, with_seq: bool, with_allreduce: bool = True):
@@ -106,3 +107,50 @@ def test_larger_group_pairs_by_the_ranks_the_op_names():
     rows[0]["op"] = "nccl:send"  # one op without ranks: the group falls back, and 4 ranks cannot pair
     key, reason = stream_keys(pd.DataFrame(rows))
     assert set(reason) == {"p2p peer unknown (4 ranks of the group do p2p)"}
+
+
+@pytest.mark.parametrize("with_seq", [True, False], ids=["by-seq", "by-order"])
+def test_ring_in_one_group_pairs_by_the_ranks_the_op_names(tmp_path, with_seq):
+    """Four ranks of one group pass a ring: rank r sends to r+1 and receives from r-1, one NCCL stream
+    per peer pair. torch's p2p `Seq` counts every p2p op of a rank in the group (seqP2P_), so a
+    send's Seq (2m+2: each rank posts its recv first) is never its recv's (2m+1): they pair as the
+    k-th of their direction, not by equal numbers. Rank 2 posts 100 µs late each round."""
+    traces = {r: KinetoTrace(rank=r, world_size=4, base_ns=BASE) for r in range(4)}
+    for r, t in traces.items():
+        t.step(1, CLOCK_NS[r] - 100_000, CLOCK_NS[r] + 10_000_000)
+        t.kernel("void gemm()", CLOCK_NS[r], CLOCK_NS[r] + 5_000_000, launch_ns=CLOCK_NS[r] - 50_000)
+    post = {r: (100_000 if r == SLOW else 0) for r in range(4)}  # recv at b (+100 µs on rank 2)...
+    for m in range(3):
+        b = m * 2_000_000
+        for r in range(4):
+            nxt, prv = (r + 1) % 4, (r - 1) % 4
+            send_post = b + post[r] + 20_000                # ...the send 20 µs after the recv
+            end = max(send_post, b + post[nxt]) + 50_000    # ends when both ends are there
+            p2p(traces[r], r, f"nccl:send {r}->{nxt}", "ring", send_post, end, 2 * m + 2 if with_seq else None,
+                stream=40 + nxt)
+            recv_end = max(b + post[prv] + 20_000, b + post[r]) + 50_000
+            p2p(traces[r], r, f"nccl:recv {r}<-{prv}", "ring", b + post[r], recv_end,
+                2 * m + 1 if with_seq else None, stream=40 + prv)
+    run = tmp_path / "ring"
+    run.mkdir()
+    for r, t in traces.items():
+        doc = t.document()
+        doc["distributedInfo"]["pg_config"] = [{"pg_name": "ring", "pg_desc": "ring", "ranks": [0, 1, 2, 3]}]
+        (run / f"rank{r}.trace.json").write_bytes(orjson.dumps(doc))
+    a = analyze(load_run(run, cache=False))
+    assert a.unmatched.empty, a.unmatched
+    coll = a.collectives
+    assert len(coll) == 24 and coll.groupby("instance")["collective"].apply(sorted).map(tuple).unique().tolist() == \
+        [("recv", "send")]
+    for r, off in CLOCK_NS.items():
+        assert abs(a.clock_offsets_ns[r] + off - CLOCK_NS[0]) <= 1_000, (r, a.clock_offsets_ns)
+    assert int(a.stragglers.iloc[0]["rank"]) == SLOW
+    # Each pair is one sender and its receiver: 2 -> 3 (the receiver waits 120 µs) and 1 -> 2 (the
+    # sender waits 80 µs), 50 µs of transfer each.
+    pairs = {tuple(sorted(g["rank"])): g.set_index("collective") for _, g in coll[coll["step"] >= 0].groupby("instance")}
+    assert set(pairs) == {(0, 1), (1, 2), (2, 3), (0, 3)}
+    late_send, late_recv = pairs[(2, 3)], pairs[(1, 2)]
+    assert (late_send.loc["send", "rank"], late_send.loc["recv", "wait_ns"], late_send.loc["send", "wait_ns"],
+            late_send.loc["recv", "transfer_ns"]) == (2, 120_000, 0, 50_000)
+    assert (late_recv.loc["send", "rank"], late_recv.loc["send", "wait_ns"], late_recv.loc["recv", "wait_ns"],
+            late_recv.loc["send", "transfer_ns"]) == (1, 80_000, 0, 50_000)

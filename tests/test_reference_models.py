@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -41,12 +42,21 @@ RUNS: dict[str, tuple[str, int, tuple[str, ...]]] = {
     "fsdp2_tp": ("fsdp2_tp", 4, ("--layers", "2", "--dp", "2", "--tp", "2")),
     # expert and context parallelism (tests/test_moe_cp_runs.py): imbalance needs 4 ranks (max/mean <= n)
     "moe_skewed": ("moe_ep", 4, ("--layers", "1", "--microbatches", "2", "--batch", "16", "--routing", "skewed")),
-    "moe_uniform": ("moe_ep", 4, ("--layers", "1", "--microbatches", "2", "--batch", "16", "--routing", "uniform")),
+    # uniform also covers --overlap microbatch and 4 experts per rank at world size 4 (its checks are on
+    # bytes and labels, not timing)
+    "moe_uniform": ("moe_ep", 4, ("--layers", "1", "--microbatches", "2", "--batch", "16", "--routing", "uniform",
+                                  "--overlap", "microbatch", "--experts-per-rank", "4")),
     "moe_none": ("moe_ep", 2, ("--overlap", "none")),
     "moe_microbatch": ("moe_ep", 2, ("--overlap", "microbatch")),
     "cp_off": ("cp", 2, ("--overlap", "off")),
     "cp_on": ("cp", 2, ("--overlap", "on")),
+    # the ring at world size 4: 3 transfers per block and pass; one block, a short sequence
+    "cp_on_4": ("cp", 4, ("--overlap", "on", "--layers", "1", "--seq", "128")),
 }
+# A run that takes longer is hung (measured: 10-30 s each on 2 loaded cores). torchrun starts each rank
+# in a session of its own, so a hung run gets SIGTERM first (torchrun then stops its ranks), SIGKILL
+# after the grace period.
+RUN_TIMEOUT_S, RUN_GRACE_S = 300, 30
 EXPECTED_COLLECTIVES = {
     "ddp": {"all_reduce"}, "fsdp2": {"all_gather", "reduce_scatter"}, "tp": {"all_reduce"},
     "pp": {"send", "recv"}, "fsdp2_tp": {"all_gather", "reduce_scatter", "all_reduce"},
@@ -74,8 +84,7 @@ def profiled(tmp_path_factory: pytest.TempPathFactory):
                    "--skip-first", str(SKIP_FIRST), "--", sys.executable, "-m", "torch.distributed.run",
                    "--standalone", "--nproc-per-node", str(nproc), "-m", f"instrumented_models.{model}",
                    "--iters", str(ITERS), *args]
-            done = subprocess.run(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-                                  capture_output=True, text=True, timeout=600)
+            done = _run_bounded(cmd, f"{key} (attempt {attempt})")
             (out.parent / "stderr.log").write_text(done.stderr)
             assert done.returncode == 0, "\n".join(
                 [ln for ln in done.stderr.splitlines() if re.search(r"error|abort|terminate|signal", ln, re.I)][:40])
@@ -83,6 +92,23 @@ def profiled(tmp_path_factory: pytest.TempPathFactory):
         return cache[key, attempt]
 
     return get
+
+
+def _run_bounded(cmd: list[str], what: str) -> subprocess.CompletedProcess:
+    """Run cmd in a process group of its own; past RUN_TIMEOUT_S stop it and fail the test."""
+    proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.communicate(timeout=RUN_GRACE_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+        pytest.fail(f"{what}: no result after {RUN_TIMEOUT_S} s; stopped")
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 
 def knob_effect(profiled, keys: tuple[str, str], measure, holds) -> None:

@@ -71,12 +71,14 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
 def combine(run: Run, sections: list[dict[str, pd.DataFrame]], *, cost: CostConfig | None = None) -> Analysis:
     """The reduce: per-rank results (in run.ranks order) plus the cross-rank sections, one Analysis."""
     def stacked(name: str) -> pd.DataFrame:
-        frames = []
-        for trace, sec in zip(run.ranks, sections, strict=True):
-            frame = sec[name].copy()
-            frame.insert(0, "rank", np.int32(trace.rank))
-            frames.append(frame)
-        return pd.concat(frames, ignore_index=True)
+        frames = [sec[name] for sec in sections]
+        if len(frames) != len(run.ranks):
+            raise ValueError(f"{len(frames)} per-rank sections for {len(run.ranks)} ranks")
+        # one concat and one rank column (a per-rank copy and column insert cost ~1 ms a rank)
+        out = pd.concat(frames, ignore_index=True)
+        out.insert(0, "rank", np.repeat(np.array([t.rank for t in run.ranks], dtype=np.int32),
+                                        [len(f) for f in frames]))
+        return out
 
     per_step = stacked("steps")
     total = totals(per_step)

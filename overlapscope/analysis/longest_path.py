@@ -6,13 +6,14 @@ J_I = max of x over the instance's members (the last rank's arrival) and t_c its
 
 Forward: along a chain (a run of non-comm nodes of one lane) the recurrence x_n = max(a_n, x_{n-1} + inc_n)
 with a_n = ext_n + u_n, inc_n = d_{n-1} + g_n + u_n unrolls to x_n = C_n + max_{k<=n}(a_k - C_k), C the
-prefix sum of inc: one cumulative sum and one segmented cumulative max for all chains at once. The
-explicit edges (lane edges around comm nodes, event, launch, gate, and the collectives' join) are
-relaxed between such passes until nothing changes; each pass is O(N + E) NumPy work and the number of
-passes is one more than the most explicit edges on any path (the collectives a step's critical path
-passes through, plus the lane edges around them), so the cost is O(K (N + E)), never a Python loop
-over events. Backward (latest times that keep every rank's span within the step's) is the mirror image
-with a reversed cumulative min. With the measured durations the forward pass reproduces the measured
+prefix sum of inc: one cumulative sum and one segmented cumulative max for many chains at once. With a
+topological order of sub-chains (runs that explicit edges enter only at their first node) and
+collective instances, each is computed once, layer by layer: O(N + E) NumPy work and a few calls per
+layer, never a Python loop over events. A graph with a cycle (gloo p2p on host threads) instead
+relaxes the explicit edges (lane edges around comm nodes, event, launch, gate, and the collectives'
+join) between whole-chain passes until nothing changes, one more pass than the most explicit edges on
+any path: O(K (N + E)). Backward (latest times that keep every rank's span within the step's) is the
+mirror image of the passes, with a reversed cumulative min. With the measured durations the forward pass reproduces the measured
 times exactly (u_n takes up what the constraints leave), which the tests check.
 """
 from __future__ import annotations
@@ -25,8 +26,6 @@ import pandas as pd
 NEVER = np.int64(-(2 ** 62))
 LATEST = np.int64(2 ** 62)
 MAX_PASSES = 100_000
-WHOLE_CHAINS_ABOVE = 8
-"""A warm pass recomputes whole chains when more than 1/WHOLE_CHAINS_ABOVE of the nodes may move."""
 
 
 class Graph(NamedTuple):
@@ -104,13 +103,18 @@ class Plan(NamedTuple):
     """Edges into node n: in_edge[in_ptr[n]:in_ptr[n + 1]]."""
     in_edge: np.ndarray
     out_ptr: np.ndarray
-    """Destinations of the edges out of node n: out_dst[out_ptr[n]:out_ptr[n + 1]]."""
+    """Edges out of node n: out_edge[out_ptr[n]:out_ptr[n + 1]], their destinations out_dst[...]."""
+    out_edge: np.ndarray
     out_dst: np.ndarray
     inst: np.ndarray
     """The instances the member grouping below was built for (the graph's)."""
     member_ptr: np.ndarray
     """Members of instance i: members[member_ptr[i]:member_ptr[i + 1]]."""
     members: np.ndarray
+    order: "Order | None"
+    """The forward sweep's topological order; None when the graph has none (the passes then run)."""
+    back_order: "Order | None"
+    """The backward sweep's."""
 
     @classmethod
     def of(cls, graph: Graph) -> "Plan":
@@ -120,8 +124,9 @@ class Plan(NamedTuple):
         chain_stop = np.r_[chain_start[1:], n].astype(np.int64)
         in_edge = np.argsort(graph.dst, kind="stable")
         out_edge = np.argsort(graph.src, kind="stable")
-        return cls(node_chain, chain_start, chain_stop, _ptr(graph.dst, n), in_edge, _ptr(graph.src, n),
-                   graph.dst[out_edge], graph.inst, *_members(graph.inst))
+        in_ptr, out_ptr = _ptr(graph.dst, n), _ptr(graph.src, n)
+        return cls(node_chain, chain_start, chain_stop, in_ptr, in_edge, out_ptr, out_edge, graph.dst[out_edge],
+                   graph.inst, *_members(graph.inst), Order.forward(graph, in_ptr), Order.backward(graph, out_ptr))
 
 
 def _ptr(keys: np.ndarray, n: int) -> np.ndarray:
@@ -156,13 +161,12 @@ def forward(graph: Graph, dur: np.ndarray | None = None, transfer: np.ndarray | 
             ) -> tuple[np.ndarray, np.ndarray]:
     """Earliest starts x and ends y; dur/transfer replace the graph's (a what-if). plan: Plan.of(graph)
     (its members are rebuilt when graph.inst is another array). warm: (x, y, changed) - the graph's own
-    solution, and the nodes whose duration, transfer or instance the what-if changed; times may only
-    shrink (durations and transfers no larger, members only leave instances), as hiding does.
+    solution and the nodes whose duration, transfer or instance the what-if changed: only the units
+    downstream of them whose inputs move are computed again.
 
-    Cold, each pass recomputes the chains whose inputs moved in the pass before (the first: all) and the
-    collectives a member of which moved. Warm, the solution only moves down from the old one, so a pass
-    recomputes each node whose input moved and the run of its chain after it up to the next node its own
-    inputs bind (whose start therefore cannot move): a pass costs what changed in it, not the graph."""
+    With a topological order (Plan.order) every unit is computed once, layer by layer (_sweep): cost
+    O(N + E) plus a few NumPy calls per layer. Without one (a cycle), passes relax the explicit edges
+    until nothing moves (_passes_forward), each recomputing the chains whose inputs moved."""
     dur = graph.dur if dur is None else dur
     transfer = graph.transfer if transfer is None else transfer
     plan = Plan.of(graph) if plan is None else plan
@@ -171,12 +175,23 @@ def forward(graph: Graph, dur: np.ndarray | None = None, transfer: np.ndarray | 
     inc = np.zeros(graph.base.size, dtype=np.int64)
     inc[1:] = dur[:-1] + graph.g[1:] + graph.u[1:]
     c = _chain_prefix(graph, inc)
+    if plan.order is None:
+        return _passes_forward(graph, plan, members, c, dur, transfer)  # no topological order: passes until settled
+    n, order = graph.base.size, plan.order
+    units = order.sub_start.size + plan.member_ptr.size - 1
     if warm is None:
-        return _cold(graph, plan, members, c, dur, transfer)
-    left = (plan.inst >= 0) & (graph.inst < 0)  # members that left: they now end at x + d (d 0 when tied)
-    if (dur > graph.dur).any() or (transfer > graph.transfer).any() or (dur[left] > 0).any():
-        raise ValueError("a warm solve only shrinks times: a duration or transfer grew")
-    return _warm(graph, plan, members, c, dur, transfer, warm)
+        return _sweep(graph, plan, members, c, dur, transfer, np.full(n, NEVER, dtype=np.int64),
+                      np.full(n, NEVER, dtype=np.int64), np.ones(units, dtype=bool))
+    changed = np.flatnonzero(warm[2])
+    dirty = np.zeros(units, dtype=bool)
+    sub = order.node_sub[changed]
+    dirty[sub] = True
+    nxt = sub + 1  # a changed duration moves the next sub-chain of its lane
+    nxt = nxt[nxt < order.sub_start.size]
+    dirty[nxt[~graph.head[order.sub_start[nxt]]]] = True
+    for inst in (graph.inst[changed], plan.inst[changed]):
+        dirty[order.sub_start.size + inst[inst >= 0]] = True
+    return _sweep(graph, plan, members, c, dur, transfer, warm[0].copy(), warm[1].copy(), dirty)
 
 
 class Members(NamedTuple):
@@ -225,7 +240,7 @@ def _update(graph, plan, members, idx, xi, x, y, dur, transfer, touched) -> np.n
     return plan.out_dst[_ranges(plan.out_ptr[moved], plan.out_ptr[moved + 1])]
 
 
-def _cold(graph, plan, members, c, dur, transfer) -> tuple[np.ndarray, np.ndarray]:
+def _passes_forward(graph, plan, members, c, dur, transfer) -> tuple[np.ndarray, np.ndarray]:
     n = graph.base.size
     x = np.full(n, NEVER, dtype=np.int64)
     y = np.full(n, NEVER, dtype=np.int64)
@@ -243,63 +258,116 @@ def _cold(graph, plan, members, c, dur, transfer) -> tuple[np.ndarray, np.ndarra
     raise AssertionError("dependency graph did not settle: it has a cycle")
 
 
-def _warm(graph, plan, members, c, dur, transfer, warm) -> tuple[np.ndarray, np.ndarray]:
-    n = graph.base.size
-    x, y = warm[0].copy(), warm[1].copy()
-    changed = np.flatnonzero(warm[2])
-    ext = _ext(graph, plan, np.arange(n), y)
-    # a node whose own inputs bind its start (x = ext + u) keeps it while its chain only moves down
-    bound = x == ext + graph.u
-    stops = np.r_[np.flatnonzero(bound), n]
-    cand = changed
-    touched = np.unique(np.r_[graph.inst[changed], plan.inst[changed]])
-    touched = touched[touched >= 0]
-    for _ in range(MAX_PASSES):
-        if cand.size == 0 and touched.size == 0:
-            return x, y
-        if cand.size * WHOLE_CHAINS_ABOVE > n:
-            # most of the graph moves (a whole collective type hidden): whole chains cost less than runs
-            chains = _distinct(plan.node_chain[cand], plan.chain_start.size)
-            idx = _ranges(plan.chain_start[chains], plan.chain_stop[chains])
-            ext[idx] = _ext(graph, plan, idx, y)
-            xi = c[idx] + _segmented_cummax(ext[idx] + graph.u[idx] - c[idx], plan.node_chain[idx])
-        else:
-            ext[cand] = _ext(graph, plan, cand, y)
-            idx, xi = _runs(plan, graph.head, c, cand, x, ext + graph.u, bound, stops)
-        bound[idx] = xi == ext[idx] + graph.u[idx]
-        cand = _distinct(_update(graph, plan, members, idx, xi, x, y, dur, transfer, touched), n)
-        touched = touched[:0]
-    raise AssertionError("dependency graph did not settle: it has a cycle")
+class Order(NamedTuple):
+    """A topological order of the graph in layers of units, for the one-visit sweeps. Units: sub-chains
+    (0..S-1) and collective instances (S + i); a unit's layer is one more than the latest of the units
+    it reads, found by Kahn's algorithm one layer at a time. Forward (Order.forward), a sub-chain is a
+    run of one chain that explicit edges enter only at its first node, and it reads the sub-chain before
+    it in its lane and the producers of the edges into its first node; backward (Order.backward), a run
+    that explicit edges leave only from its last node, reading the sub-chain after it and the units the
+    edges out of its last node enter. An instance reads its members."""
+
+    sub_start: np.ndarray
+    sub_stop: np.ndarray
+    node_sub: np.ndarray
+    layer_ptr: np.ndarray
+    """Units of layer l: layer_units[layer_ptr[l]:layer_ptr[l + 1]] (sub-chains first, then instances)."""
+    layer_units: np.ndarray
+
+    @classmethod
+    def forward(cls, graph: Graph, in_ptr: np.ndarray) -> "Order | None":
+        """None when the units do not form a DAG (a cycle)."""
+        n = graph.base.size
+        sub_start = np.flatnonzero(graph.head | (np.diff(in_ptr) > 0))
+        node_sub, matched, subs = np.repeat(np.arange(sub_start.size), np.diff(np.r_[sub_start, n])), \
+            np.flatnonzero(graph.inst >= 0), sub_start.size
+        lane = np.flatnonzero(~graph.head[sub_start])  # sub-chains that continue the one before them
+        src_unit = np.where(graph.inst[graph.src] >= 0, subs + graph.inst[graph.src], node_sub[graph.src])
+        return cls._of(sub_start, n, node_sub, graph, np.concatenate([lane - 1, src_unit, node_sub[matched]]),
+                       np.concatenate([lane, node_sub[graph.dst], subs + graph.inst[matched]]))
+
+    @classmethod
+    def backward(cls, graph: Graph, out_ptr: np.ndarray) -> "Order | None":
+        n = graph.base.size
+        last = np.r_[graph.head[1:], True] | (np.diff(out_ptr) > 0)
+        sub_start = np.r_[0, np.flatnonzero(last)[:-1] + 1].astype(np.int64) if n else np.empty(0, np.int64)
+        node_sub, matched, subs = np.repeat(np.arange(sub_start.size), np.diff(np.r_[sub_start, n])), \
+            np.flatnonzero(graph.inst >= 0), sub_start.size
+        lane = np.flatnonzero(~graph.head[sub_start])  # sub-chains the one before them continues
+        dst_unit = np.where(graph.inst[graph.dst] >= 0, subs + graph.inst[graph.dst], node_sub[graph.dst])
+        return cls._of(sub_start, n, node_sub, graph, np.concatenate([lane, dst_unit, node_sub[matched]]),
+                       np.concatenate([lane - 1, node_sub[graph.src], subs + graph.inst[matched]]))
+
+    @classmethod
+    def _of(cls, sub_start, n, node_sub, graph, prod, cons) -> "Order | None":
+        matched = graph.inst >= 0
+        units = sub_start.size + (int(graph.inst[matched].max()) + 1 if matched.any() else 0)
+        if (prod == cons).any():
+            return None
+        indeg = np.bincount(cons, minlength=units)
+        by_prod = np.argsort(prod, kind="stable")
+        dep_ptr, dep_cons = _ptr(prod, units), cons[by_prod]
+        layers, frontier = [], np.flatnonzero(indeg == 0)
+        while frontier.size:
+            layers.append(frontier)
+            outs = dep_cons[_ranges(dep_ptr[frontier], dep_ptr[frontier + 1])]
+            if outs.size == 0:
+                break
+            hit, count = np.unique(outs, return_counts=True)
+            indeg[hit] -= count
+            frontier = hit[indeg[hit] == 0]
+        if sum(layer.size for layer in layers) != units:
+            return None
+        sizes = np.array([layer.size for layer in layers], dtype=np.int64)
+        return cls(sub_start, np.r_[sub_start[1:], n].astype(np.int64), node_sub,
+                   np.r_[0, np.cumsum(sizes)].astype(np.int64),
+                   np.concatenate(layers) if layers else np.empty(0, np.int64))
 
 
-def _runs(plan: Plan, head: np.ndarray, c: np.ndarray, cand: np.ndarray, x: np.ndarray, own: np.ndarray,
-          bound: np.ndarray, stops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The nodes to recompute and their new starts: each candidate (a node whose input moved) and the
-    run of its chain after it, up to the next node still bound by its own inputs (stops: those bound
-    in the warm solution, each checked against bound now; own = ext + u), seeded with the node before."""
-    chain_end = plan.chain_stop[plan.node_chain[cand]]
-    k = np.searchsorted(stops, cand, side="right")
-    while True:
-        q = stops[k]
-        lost = (q < chain_end) & ~bound[np.minimum(q, bound.size - 1)]
-        if not lost.any():
-            break
-        k[lost] += 1
-    q = np.minimum(q, chain_end)
-    # overlapping or adjacent runs of one chain merge (a run's seed is the node before it, which this
-    # pass leaves as it is); a run never crosses into the next chain
-    ch = plan.node_chain[cand]
-    first = np.r_[True, (cand[1:] > np.maximum.accumulate(q)[:-1]) | (ch[1:] != ch[:-1])]
-    starts = cand[first]
-    ends = np.maximum.reduceat(q, np.flatnonzero(first))
-    lens = ends - starts
-    idx = _ranges(starts, ends)
-    v = own[idx] - c[idx]
-    seeded = ~head[starts]
-    at = (np.cumsum(lens) - lens)[seeded]
-    before = starts[seeded] - 1
-    v[at] = np.maximum(v[at], x[before] - c[before])
-    return idx, c[idx] + _segmented_cummax(v, np.repeat(np.arange(starts.size), lens))
+def _sweep(graph: Graph, plan: Plan, members: Members, c: np.ndarray, dur: np.ndarray, transfer: np.ndarray,
+           x: np.ndarray, y: np.ndarray, dirty: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each dirty unit once, layer by layer: its inputs are final when its layer comes. A unit whose
+    result moved marks the units that read it (the next sub-chain of its lane, the sub-chains its
+    edges enter, its instance); cold, every unit is dirty."""
+    order = plan.order
+    subs = order.sub_start.size
+    for layer in range(order.layer_ptr.size - 1):
+        units = order.layer_units[order.layer_ptr[layer]:order.layer_ptr[layer + 1]]
+        units = units[dirty[units]]
+        if units.size == 0:
+            continue
+        split = np.searchsorted(units, subs)  # sorted within the layer: sub-chains, then instances
+        moved = []
+        if split:
+            sub = units[:split]
+            first, stop = order.sub_start[sub], order.sub_stop[sub]
+            lens = stop - first
+            idx = _ranges(first, stop)
+            v = graph.base[idx] + graph.u[idx] - c[idx]  # only a sub-chain's first node has explicit edges
+            at = np.cumsum(lens) - lens
+            v[at] = _ext(graph, plan, first, y) + graph.u[first] - c[first]
+            seeded = ~graph.head[first]
+            before = first[seeded] - 1
+            v[at[seeded]] = np.maximum(v[at[seeded]], x[before] - c[before])
+            xi = c[idx] + _segmented_cummax(v, np.repeat(np.arange(sub.size), lens))
+            inst_i = graph.inst[idx]
+            free = inst_i < 0
+            shifted = xi != x[idx]
+            dirty[subs + inst_i[~free & shifted]] = True
+            x[idx] = xi
+            fi = idx[free]
+            yi = xi[free] + dur[fi]
+            moved.append(fi[yi != y[fi]])
+            y[fi] = yi
+            # the lane's next sub-chain reads this one's last start (and its duration)
+            nxt = sub[shifted[at + lens - 1]] + 1
+            nxt = nxt[nxt < subs]
+            dirty[nxt[~graph.head[order.sub_start[nxt]]]] = True
+        if split < units.size:
+            moved.append(_settle_members(units[split:] - subs, members, x, y, transfer))
+        moved = np.concatenate(moved)
+        dirty[order.node_sub[plan.out_dst[_ranges(plan.out_ptr[moved], plan.out_ptr[moved + 1])]]] = True
+    return x, y
 
 
 def _distinct(values: np.ndarray, n: int) -> np.ndarray:
@@ -311,8 +379,10 @@ def _distinct(values: np.ndarray, n: int) -> np.ndarray:
     return np.flatnonzero(mark)
 
 
-def backward(graph: Graph, deadline: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Latest starts and ends (Lx, Ly) such that every node ends by its deadline and every constraint holds."""
+def backward(graph: Graph, deadline: np.ndarray, *, plan: Plan | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Latest starts and ends (Lx, Ly) such that every node ends by its deadline and every constraint
+    holds. With a backward order (Plan.back_order) each unit once, in reverse topological layers;
+    without one, passes until nothing moves."""
     n = graph.base.size
     # Ly_n = min(extL_n, Ly_{n+1} - dec_n), dec_n = d_{n+1} + u_{n+1} + g_{n+1} inside a chain.
     dec = np.zeros(n, dtype=np.int64)
@@ -320,6 +390,62 @@ def backward(graph: Graph, deadline: np.ndarray) -> tuple[np.ndarray, np.ndarray
     last = np.r_[graph.head[1:], True]
     dec[last] = 0
     p = _chain_prefix(graph, np.r_[0, dec[:-1]])  # P_n = sum of dec_j for j < n in the chain
+    plan = Plan.of(graph) if plan is None else plan
+    if plan.back_order is not None:
+        return _sweep_back(graph, plan, p, deadline)
+    return _passes_back(graph, p, deadline)
+
+
+def _sweep_back(graph: Graph, plan: Plan, p: np.ndarray, deadline: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ly_n = P_n + min over k >= n of the run (ext_k - P_k), the run's last node's ext taking the edges
+    out of it (Lx_dst - u_dst - lag) and the lane's next node (Ly - P there); then Lx = Ly - d, and a
+    collective's members Lx = the least of (Ly - t) over them."""
+    order, n = plan.back_order, graph.base.size
+    subs = order.sub_start.size
+    lx = np.full(n, LATEST, dtype=np.int64)
+    ly = np.full(n, LATEST, dtype=np.int64)
+    for layer in range(order.layer_ptr.size - 1):
+        units = order.layer_units[order.layer_ptr[layer]:order.layer_ptr[layer + 1]]
+        split = np.searchsorted(units, subs)
+        if split:
+            sub = units[:split]
+            first, stop = order.sub_start[sub], order.sub_stop[sub]
+            lens = stop - first
+            idx = _ranges(first, stop)
+            v = deadline[idx] - p[idx]
+            end = stop - 1
+            at = np.cumsum(lens) - 1  # each run's last node in idx
+            lo, hi = plan.out_ptr[end], plan.out_ptr[end + 1]
+            out = plan.out_edge[_ranges(lo, hi)]
+            if out.size:
+                has, best = _segment_min(lx[graph.dst[out]] - graph.u[graph.dst[out]] - graph.lag[out], hi - lo)
+                v[at[has]] = np.minimum(v[at[has]], best - p[end[has]])
+            cont = end + 1 < n
+            cont[cont] = ~graph.head[np.minimum(end[cont] + 1, n - 1)]
+            v[at[cont]] = np.minimum(v[at[cont]], ly[end[cont] + 1] - p[end[cont] + 1])
+            # reversed running min per run = -(running max of the negation over the reversed runs)
+            seg = np.repeat(np.arange(sub.size), lens)
+            ly_i = p[idx] - _segmented_cummax(-v[::-1], (sub.size - 1 - seg)[::-1])[::-1]
+            ly[idx] = ly_i
+            free = graph.inst[idx] < 0
+            lx[idx[free]] = ly_i[free] - graph.dur[idx[free]]
+        if split < units.size:
+            inst = units[split:] - subs
+            lo, hi = plan.member_ptr[inst], plan.member_ptr[inst + 1]
+            m = plan.members[_ranges(lo, hi)]
+            has, join = _segment_min(ly[m] - graph.transfer[m], hi - lo)
+            lx[m] = np.repeat(join, (hi - lo)[has])
+    return lx, ly
+
+
+def _segment_min(values: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Min of each non-empty consecutive segment of values (lengths lens): (which segments, minima)."""
+    has = lens > 0
+    return has, np.minimum.reduceat(values, (np.cumsum(lens) - lens)[has]) if values.size else values
+
+
+def _passes_back(graph: Graph, p: np.ndarray, deadline: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = graph.base.size
     matched = np.flatnonzero(graph.inst >= 0)
     by_src = _Groups.of(graph.src)
     by_inst = _Groups.of(graph.inst[matched])

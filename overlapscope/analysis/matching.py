@@ -11,10 +11,12 @@ kernel name does not (all-to-alls and all-reduces that run as `SendRecv` kernels
    most events) whose aligned end is the mutual nearest and within tolerance. This is what recovers
    traces with missing events (event-sampled traces, profiling windows that cut a stream).
 
-p2p: a send and its recv form one collective of a 2-rank group; without a peer column the pairing is
-only known when exactly two ranks of the group do p2p (sends of a pair with the recvs of the other).
-They match by order only: gloo's buffered send can end before its recv even starts (seen in real CPU
-pipeline traces), so neither the in-time check nor the clock estimate uses them.
+p2p: a send from a to b and the recv on b from a form one collective, the k-th of that direction in
+the group: the direction comes from the ranks the op names (`nccl:send 0->1`), else from the two ranks
+of a group where exactly two do p2p. The k-th is by `Seq` order when every op has one (torch numbers a
+rank's p2p ops of a group together, so the two ends' numbers differ), else by launch order. gloo's
+buffered send can end before its recv even starts (seen in real CPU pipeline traces), so the in-time
+check never applies to p2p and the clock estimate uses device-stream (NCCL) p2p only.
 Clock offsets are estimated twice: from the seq/order matches (a median, so a few wrong pairs do not
 move it), then from all final matches.
 """
@@ -203,6 +205,17 @@ def _match_by_seq_or_order(comm: pd.DataFrame, key: str, sub: pd.DataFrame, pend
         comm.loc[sub.index, "reason"] = "no other rank has this collective"
         return
     seq = sub["seq"].to_numpy()
+    if (seq >= 0).all() and "|p2p|" in key:
+        # torch's p2p Seq counts every p2p op of a rank in the group (seqP2P_), so a send's number is
+        # not its recv's: Seq orders each rank's ops of this direction, the k-th pairs with the k-th.
+        counts = sub.groupby("rank").size()
+        if counts.nunique() == 1:
+            by_seq = sub.sort_values(["rank", "seq", "order_ns"], kind="stable")
+            comm.loc[by_seq.index, "label"] = by_seq.groupby("rank").cumcount().to_numpy()
+            comm.loc[by_seq.index, "match"] = "seq"
+        else:
+            pending.append(key)
+        return
     if (seq >= 0).all():
         dup = sub.duplicated(["rank", "seq"]).to_numpy()
         comm.loc[sub.index[dup], "reason"] = "sequence number repeated on its rank"

@@ -3,9 +3,11 @@
 The reference run (instrumented_models/cp.py) issues each ring step's K/V transfer under
 `ring:L<layer>:step<k>` (its backward under `...:bwd`) and computes the step's attention under
 `ring:L<layer>:step<k>:attn`. Per rank, step window and ring step (DESIGN.md "Ring steps"), with
-M_k the union of the comm launched under the step's label and A_k the union of its attention spans:
-comm_ns = |M_k|, exposed_comm_ns = |M_k \\ C|, hidden_ns = |M_k ∩ C| (any compute), attn_ns = |A_k|,
-hidden_by_attn_ns = |M_k ∩ C ∩ A_k| (the step's own attention hid it).
+M_k the union of the comm launched under the step's label and A_k the union of the compute launched
+under its attention label: comm_ns = |M_k|, exposed_comm_ns = |M_k \\ C|, hidden_ns = |M_k ∩ C| (any
+compute), attn_ns = |A_k|, hidden_by_attn_ns = |M_k ∩ C ∩ A_k| (the step's own attention hid it).
+A_k is the work launched under the label, not the label's CPU span: on a GPU the kernels run after
+their launch (the span is microseconds of launching), on CPU the two coincide.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ..core import intervals as iv
-from ..core.codes import as_str, isin
+from ..core.codes import isin
+from .breakdown import launch_scopes
 from .overlap import lane_sets, window_set
 
 RING_LABEL = re.compile(r"^ring:L(\d+):step(\d+)(:bwd)?$")
@@ -37,7 +40,8 @@ def ring_attention_part(events: pd.DataFrame, windows: pd.DataFrame, scopes: np.
                         sets: dict[str, iv.Intervals] | None = None) -> pd.DataFrame:
     """One rank's PART_COLUMNS: per step window and forward ring-step label with comm under it, the
     step's attention time and the part of its comm that this attention hid. scopes: the launch
-    scope of each row (breakdown.launch_scopes)."""
+    scope of each comm row (breakdown.launch_scopes); the compute rows' scopes are found here, and
+    only on a rank with ring labels."""
     comm = isin(events["kind"], ("comm",))
     keys = np.unique(np.asarray(scopes, dtype=object)[comm].astype(str))
     keys = [k for k in keys if (m := RING_LABEL.match(k)) and not m.group(3)]
@@ -47,13 +51,13 @@ def ring_attention_part(events: pd.DataFrame, windows: pd.DataFrame, scopes: np.
     inside = iv.merge(*window_set(windows))
     win_starts = windows["start_ns"].to_numpy(np.int64)
     start, end = events["start_ns"].to_numpy(np.int64), events["end_ns"].to_numpy(np.int64)
-    names = as_str(events["name"])
-    is_ann = isin(events["kind"], ("annotation",))
+    is_compute = isin(events["kind"], ("compute",))
+    compute_scope = launch_scopes(events, is_compute)
     scope_of = np.asarray(scopes, dtype=object)
     frames = []
     for key in keys:  # one per layer and ring step: a handful
         m_k = iv.merge(start[comm & (scope_of == key)], end[comm & (scope_of == key)])
-        attn_rows = is_ann & (names == key + ATTN_SUFFIX)
+        attn_rows = is_compute & (compute_scope == key + ATTN_SUFFIX)
         a_k = iv.merge(start[attn_rows], end[attn_rows])
         frames.append(pd.DataFrame({
             "step": windows["step"].to_numpy(np.int64), "key": key,

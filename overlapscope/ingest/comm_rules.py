@@ -70,9 +70,13 @@ RULES: tuple[CommRule, ...] = (
              source=f"{_NCCL} (any other nccl-named kernel: NCCL 2.3-era names put the collective first)"),
     CommRule(library="MSCCL", pattern=r"mscclKernel_", example="mscclKernel_Sum_half_Simple_false",
              source="https://github.com/ROCm/rccl src/include/msccl/msccl_kernel.h (MSCCL_KERNEL_ENTRY_NAME)"),
-    # RCCL keeps NCCL's names (ncclDevKernel_Generic_1) plus its own rccl* helpers.
-    CommRule(library="RCCL", pattern=r"rccl", example="rcclKernel_AllReduce",
-             source="https://github.com/ROCm/rccl (RCCL kernels; ncclDevKernel_Generic_1 is matched by the NCCL rule)"),
+    # RCCL since its NCCL port keeps NCCL's names (ncclDevKernel_Generic_1 on ROCm traces: the NCCL
+    # rules); the first RCCL releases named their own kernels Rccl*.
+    CommRule(library="RCCL", pattern=r"rccl",
+             example="void RcclKernelAllGather<float, HIP_vector_type<float, 4u> >(DeviceControl_t*, void const*, void*, "
+                     "int, int, unsigned int, unsigned int)",
+             source="https://github.com/ROCm/rccl src/rcclAllGatherRuntime.h (hipLaunchKernelGGL RcclKernelAllGather, "
+                    "2017-2018 releases)"),
     CommRule(library="HCCL", pattern=r"hccl|^hcom_", example="hcom_allReduce__428_0_1",
              source="Ascend msprof communication op table (opName example hcom_allReduce__428_0_1)"),
     CommRule(library="MSCCL++", pattern=r"mscclpp::executionKernel",

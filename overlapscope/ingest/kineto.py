@@ -34,12 +34,22 @@ from ..core.table import ProcessGroup, RankMeta, RankTrace, coded_categorical, m
 log = logging.getLogger(__name__)
 
 DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_sync": "sync"}
-LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+# Host calls that launch device work, tied to it by correlation id: CUDA and ROCm (hip* calls under
+# cuda_runtime), Intel XPU and PrivateUse1 backends (libkineto ActivityType names); their kernels
+# are `kernel` events as CUDA's are.
+LAUNCH_CATS = ("cuda_runtime", "cuda_driver", "xpu_runtime", "xpu_driver", "privateuse1_runtime", "privateuse1_driver")
 CPU_CATS = {"cpu_op": "cpu_op", "user_annotation": "annotation"}
+# Element sizes by dtype name, lower case: record_param_comms' `dtype` is a ScalarType name
+# ("Float", "BFloat16", "Long"); an op's `Input type` is the C++ type torch prints ("float",
+# "c10::BFloat16", "c10::Half", "long int", "unsigned char": seen in real traces).
 DTYPE_BYTES = {
     "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
     "int": 4, "int32": 4, "long": 8, "int64": 8, "short": 2, "int16": 2, "char": 1, "int8": 1,
-    "byte": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
+    "byte": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1,
+    "float8_e5m2fnuz": 1, "complexfloat": 8, "complexdouble": 16,
+    "c10::half": 2, "c10::bfloat16": 2, "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1,
+    "c10::float8_e4m3fnuz": 1, "c10::float8_e5m2fnuz": 1, "c10::complex<float>": 8, "c10::complex<double>": 16,
+    "long int": 8, "short int": 2, "signed char": 1, "unsigned char": 1, "unsigned int": 4,
 }
 # Ops whose CPU time is spent waiting for a collective (DESIGN.md): they are never compute.
 _WAIT_PREFIXES = ("c10d::", "_c10d_functional::", "record_param_comms", "gloo:", "FSDP::all_gather (")

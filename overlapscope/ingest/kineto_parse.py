@@ -256,6 +256,10 @@ def load_document(path: Path, raw: bytes | None = None) -> dict[str, Any]:
     except orjson.JSONDecodeError as exc:
         what = "truncated JSON" if "unexpected end" in str(exc).lower() or "eof" in str(exc).lower() else "malformed JSON"
         raise TraceError(f"{what} ({exc})", path) from None
+    if isinstance(doc, list) and any(isinstance(e, dict) and "ph" in e for e in doc):
+        # The Chrome trace "JSON array" form: the earliest libkineto (output_json.cpp, 2020-21) wrote
+        # its events as a bare array, with no top-level fields.
+        doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise TraceError("not a Kineto trace (no traceEvents list)", path)
     return doc

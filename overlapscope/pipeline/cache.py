@@ -36,7 +36,7 @@ from ..ingest import ReadOptions, cacheable, read_job
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 4
+CACHE_FORMAT = 6
 """Bump when the event table's meaning changes without a version bump."""
 LOCAL_DIR = ".overlapscope-cache"
 META_KEY = b"overlapscope.cache"
