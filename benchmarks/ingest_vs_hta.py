@@ -104,14 +104,14 @@ def child_hta(run: Path, out: Path) -> None:
 
 
 # ---- the parent ---------------------------------------------------------------------------------
-def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
-    """Run cmd; wall s, cpu s, peak RSS of the largest process and of the process tree (bytes)."""
+def measure(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> dict[str, float]:
+    """Run cmd (in cwd); wall s, cpu s, peak RSS of the largest process and of the process tree (bytes)."""
     import psutil
 
     t0 = time.perf_counter()
     # stderr to a file, not a pipe: thousands of ranks' warnings would fill a pipe read only at the end
     err_file = tempfile.TemporaryFile()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err_file)
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err_file)
     ps = psutil.Process(proc.pid)
     tree_peak = 0
     while True:
@@ -163,10 +163,10 @@ def bench_run(run: Path, *, htas: dict[str, str], warm: bool = True, repeat: int
     analyze = [sys.executable, "-m", "overlapscope", "analyze", str(run), "--format", "json", "-o", str(report)]
     out: dict = {"run": str(run), "ranks": len(traces(run)), "json_bytes": json_bytes(run), "repeat": repeat}
 
-    def cold(env: dict[str, str] = env) -> dict[str, float]:
+    def cold(env: dict[str, str] = env, cwd: Path | None = None) -> dict[str, float]:
         shutil.rmtree(run / ".overlapscope-cache", ignore_errors=True)
         shutil.rmtree(cache_dir, ignore_errors=True)
-        return measure(analyze, env)
+        return measure(analyze, env, cwd)
 
     try:
         for what in FLOORS:
@@ -176,7 +176,8 @@ def bench_run(run: Path, *, htas: dict[str, str], warm: bool = True, repeat: int
         doc = json.loads(report.read_text())
         if baseline is not None:  # the same command on another checkout, in this run (before/after)
             before = {**env, "PYTHONPATH": str(baseline) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-            out["b_baseline_cold"] = median_of([cold(before) for _ in range(repeat)])
+            # run in the checkout: `python -m` puts the working directory before PYTHONPATH
+            out["b_baseline_cold"] = median_of([cold(before, baseline) for _ in range(repeat)])
             out["baseline"] = str(baseline)
         out["overlap_pct"] = {r["rank"]: r["total"]["overlap_pct"] for r in doc["ranks"]}
         if warm:

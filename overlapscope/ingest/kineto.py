@@ -26,7 +26,8 @@ from .comm_rules import CommRule, is_comm_op, rule_set
 from .comm_summary import summarize
 from .kineto_cats import OLD_SCHEMA_CATS, check_unknown, normalized
 from .kineto_checks import MAX_WORLD_SIZE, EventChecks, checked_events, checked_top
-from .kineto_parse import ArgsWanted, Columns, columns_of_document, no_gc, read_columns
+from .kineto_columns import ArgsWanted
+from .kineto_parse import Columns, columns_of_document, no_gc, read_columns
 from .kineto_parse import load_document, read_bytes  # noqa: F401 - re-exported: they lived here before
 from .steps import DEFAULT_STEP_PATTERN, step_ranges, step_regex, steps_at
 from ..core.table import ProcessGroup, RankMeta, RankTrace, coded_categorical, make_table
