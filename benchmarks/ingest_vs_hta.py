@@ -104,14 +104,14 @@ def child_hta(run: Path, out: Path) -> None:
 
 
 # ---- the parent ---------------------------------------------------------------------------------
-def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
-    """Run cmd; wall s, cpu s, peak RSS of the largest process and of the process tree (bytes)."""
+def measure(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> dict[str, float]:
+    """Run cmd (in cwd); wall s, cpu s, peak RSS of the largest process and of the process tree (bytes)."""
     import psutil
 
     t0 = time.perf_counter()
     # stderr to a file, not a pipe: thousands of ranks' warnings would fill a pipe read only at the end
     err_file = tempfile.TemporaryFile()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err_file)
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err_file)
     ps = psutil.Process(proc.pid)
     tree_peak = 0
     while True:
@@ -152,7 +152,7 @@ def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
 
 
 def bench_run(run: Path, *, htas: dict[str, str], warm: bool = True, repeat: int = 1,
-              hta_repeat: int = 1, no_cache: bool = False) -> dict:
+              hta_repeat: int = 1, no_cache: bool = False, baseline: Path | None = None) -> dict:
     """Every contender on one run directory; htas: HTA label -> the Python that has it."""
     me = [str(Path(__file__).resolve())]
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -163,10 +163,10 @@ def bench_run(run: Path, *, htas: dict[str, str], warm: bool = True, repeat: int
     analyze = [sys.executable, "-m", "overlapscope", "analyze", str(run), "--format", "json", "-o", str(report)]
     out: dict = {"run": str(run), "ranks": len(traces(run)), "json_bytes": json_bytes(run), "repeat": repeat}
 
-    def cold() -> dict[str, float]:
+    def cold(env: dict[str, str] = env, cwd: Path | None = None) -> dict[str, float]:
         shutil.rmtree(run / ".overlapscope-cache", ignore_errors=True)
         shutil.rmtree(cache_dir, ignore_errors=True)
-        return measure(analyze, env)
+        return measure(analyze, env, cwd)
 
     try:
         for what in FLOORS:
@@ -174,6 +174,11 @@ def bench_run(run: Path, *, htas: dict[str, str], warm: bool = True, repeat: int
                                               for _ in range(repeat)])
         out["b_overlapscope_cold"] = median_of([cold() for _ in range(repeat)])
         doc = json.loads(report.read_text())
+        if baseline is not None:  # the same command on another checkout, in this run (before/after)
+            before = {**env, "PYTHONPATH": str(baseline) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+            # run in the checkout: `python -m` puts the working directory before PYTHONPATH
+            out["b_baseline_cold"] = median_of([cold(before, baseline) for _ in range(repeat)])
+            out["baseline"] = str(baseline)
         out["overlap_pct"] = {r["rank"]: r["total"]["overlap_pct"] for r in doc["ranks"]}
         if warm:
             out["b_overlapscope_warm"] = median_of([measure(analyze, env) for _ in range(repeat)])
@@ -203,6 +208,7 @@ def print_run(r: dict) -> None:
     print(f"  {'':36} {'wall s':>8} {'cpu s':>8} {'peak PSS tree':>14} {'largest proc':>13} {'tree / JSON':>11}")
     rows = [*((f"(a) HTA {v}", f"a_hta_{v}") for v in htas),
             ("(b) overlapscope analyze, cold", "b_overlapscope_cold"),
+            ("    --baseline checkout, cold", "b_baseline_cold"),
             ("    overlapscope analyze, warm", "b_overlapscope_warm"),
             ("    overlapscope analyze, --no-cache", "b_overlapscope_nocache"),
             ("(c) floor: ISA-L inflate", "floor_inflate"), ("(c) floor: inflate + simdjson parse", "floor_simdjson"),
@@ -254,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warm", action="store_true", help="with --tile: the warm re-run at every rank count, not the first only")
     ap.add_argument("--no-cache", action="store_true", help="also time `analyze --no-cache` (no Parquet reads or writes)")
     ap.add_argument("--json", type=Path, help="also write the measurements here")
+    ap.add_argument("--baseline", type=Path, metavar="CHECKOUT",
+                    help="also time (b) cold with this checkout of overlapscope first on PYTHONPATH (before/after)")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -269,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     if args.run:
         results.append(bench_run(args.run, htas=htas, warm=not args.no_warm, repeat=args.repeat,
-                                 hta_repeat=args.hta_repeat, no_cache=args.no_cache))
+                                 hta_repeat=args.hta_repeat, no_cache=args.no_cache, baseline=args.baseline))
     elif args.shape or args.tile:
         if not TILE.is_file():
             raise SystemExit(f"benchmark: tiling needs {TILE}")
@@ -282,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
                 with_hta = htas if (args.hta_shapes is None or name in args.hta_shapes) and (args.shape or i == 0) else {}
                 results.append(bench_run(run, htas=with_hta,
                                          warm=not args.no_warm and bool(args.shape or args.warm or i == 0),
-                                         repeat=args.repeat, hta_repeat=args.hta_repeat, no_cache=args.no_cache))
+                                         repeat=args.repeat, hta_repeat=args.hta_repeat, no_cache=args.no_cache,
+                                         baseline=args.baseline))
                 results[-1]["shape"] = name
                 shutil.rmtree(run)
         finally:

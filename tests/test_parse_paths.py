@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import json
 import zlib
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from data_paths import REAL_TRACES
 from kineto_builder import KinetoTrace
 from overlapscope.errors import TraceError
-from overlapscope.ingest import kineto_parse
+from overlapscope.ingest import kineto_chunks, kineto_parse
 from overlapscope.ingest.kineto import read_kineto
 from overlapscope.ingest.kineto_parse import _typed_columns, read_bytes
 
@@ -173,3 +174,93 @@ def test_lanes_of_odd_thread_and_stream_values_are_formatted_event_by_event(tmp_
     assert [ev.loc[f"op{i}", "lane"] for i in range(6)] == \
         ["thread:1", "thread:True", "thread:1.0", "thread:1", "thread:None", "thread:[1]"]
     assert [ev.loc[f"k{i}", "lane"] for i in range(2)] == ["stream:1", "stream:1"]
+
+
+# ---- the typed decode in pieces (kineto_chunks) ---------------------------------------------------
+@pytest.fixture
+def small_pieces(monkeypatch):
+    """Cut every document into pieces of ~2 KB of events, so that small traces decode in many."""
+    monkeypatch.setattr(kineto_chunks, "PIECE_BYTES", 2_000)
+
+
+def test_pieces_are_cut_between_events(tmp_path, small_pieces):
+    t = gpu_trace_with_comm_args()
+    for i in range(200):
+        t.cpu_op(f"op {i}", 1_000 * i, 1_000 * i + 500)
+    raw = read_bytes(t.write(tmp_path / "r.json"))
+    cuts = kineto_chunks.cut(raw)
+    assert cuts is not None and len(cuts.pieces) >= 5
+    for start, end in cuts.pieces:
+        assert raw[start:start + 1] == b"{" and raw[end - 1:end] == b"}"
+    assert _typed_columns(bytearray(raw)) is not None
+
+
+@pytest.mark.needs_data(REAL_TRACES)
+@pytest.mark.parametrize("path", sorted(REAL_TRACES.glob("kineto-gpu/*/*.json.gz"))[:3], ids=lambda p: p.name)
+def test_real_traces_decoded_in_pieces_read_the_same(path, small_pieces):
+    assert len(kineto_chunks.cut(read_bytes(path)).pieces) > 10
+    assert_same(*both_paths(path))
+
+
+def test_reference_runs_decoded_in_pieces_read_the_same(small_pieces):
+    for path in sorted(REFERENCE_RUNS.glob("*/*.json.gz"))[::4]:
+        assert_same(*both_paths(path))
+
+
+def test_a_cut_inside_a_string_falls_back_to_the_whole_document(tmp_path, small_pieces):
+    trap = 'op }, {"ph": "X"'  # a name holding the separator: a cut there leaves a string open
+    t = gpu_trace_with_comm_args()
+    for i in range(300):
+        t.cpu_op(trap, 1_000 * i, 1_000 * i + 500)
+    path = t.write(tmp_path / "r.json")
+    raw = read_bytes(path)
+    assert any(raw[end - 4:end] == b"op }" for _, end in kineto_chunks.cut(raw).pieces)
+    assert kineto_parse._piecewise_columns(raw, kineto_parse.EVERY_EVENT) is None
+    typed, generic = both_paths(path)
+    assert_same(typed, generic)
+    assert (typed.events["name"] == trap).sum() == 300
+
+
+def test_nested_args_objects_and_keys_after_the_array_read_the_same(tmp_path, small_pieces):
+    t = gpu_trace_with_comm_args()
+    for i in range(300):
+        t.cpu_op(f"op {i}", 1_000 * i, 1_000 * i + 500, nested=[{"a": i}, {"b": [{"c": 1}, {"d": 2}]}])
+    doc = t.document()
+    # top-level fields after traceEvents (a key there overrides one before it, as in a whole decode)
+    doc = {"schemaVersion": 1, "traceEvents": doc.pop("traceEvents"), **doc}
+    path = tmp_path / "after.json"
+    path.write_bytes(orjson.dumps(doc))
+    assert list(orjson.loads(path.read_bytes()))[1] == "traceEvents"
+    assert_same(*both_paths(path))
+
+
+@pytest.mark.parametrize("odd", ["mixed ts", "big int dur", "no dur"])
+def test_odd_numbers_in_one_piece_give_the_whole_decode_s_answer(tmp_path, small_pieces, odd):
+    t = gpu_trace_with_comm_args()
+    for i in range(300):
+        t.cpu_op(f"op {i}", 1_000 * i, 1_000 * i + 500)
+    events = [e for e in t.events if e.get("ph") == "X"]
+    e = events[250]
+    if odd == "mixed ts":
+        e["ts"] = int(e["ts"])
+    elif odd == "big int dur":
+        e["dur"] = 1 << 70
+    else:
+        del e["dur"]
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(t.document()))  # orjson refuses an int beyond 64 bits
+    whole = pytest.MonkeyPatch.context()
+    with whole as m:
+        m.setattr(kineto_chunks, "PIECE_BYTES", 1 << 40)  # one piece: the whole-document decode
+        try:
+            expected = read_kineto(path)
+        except TraceError as exc:
+            expected = str(exc)
+    try:
+        got = read_kineto(path)
+    except TraceError as exc:
+        got = str(exc)
+    if isinstance(expected, str):
+        assert got == expected
+    else:
+        assert_same(got, expected)

@@ -88,8 +88,7 @@ def rank_graph(events: pd.DataFrame, windows: pd.DataFrame, stream_waits: Mappin
     work, win, lane, cls, is_comm, cls_code = (a[order] for a in (work, win, lane, cls, is_comm, cls_code))
     s, e = start[work], end[work]
     key_change = np.r_[True, (win[1:] != win[:-1]) | (lane[1:] != lane[:-1]) | (cls_code[1:] != cls_code[:-1])]
-    key_id = np.cumsum(key_change) - 1
-    reach = pd.Series(e).groupby(key_id).cummax().to_numpy(np.int64)
+    reach = _cummax_per_run(e, np.cumsum(key_change) - 1)
     new = key_change.copy()
     new[1:] |= s[1:] > reach[:-1]
     new |= is_comm  # every comm event is a node of its own
@@ -107,28 +106,43 @@ def rank_graph(events: pd.DataFrame, windows: pd.DataFrame, stream_waits: Mappin
         pass_[comm_rows] = _pass_of(events, np.flatnonzero(comm_rows))
     coll_codes, colls = codes_names(events["collective"])
     group_codes, groups = codes_names(events["group"])
-    launch_ns = events["launch_ns"].to_numpy(np.int64)[rows]
     launch_lane_codes, launch_lane_names = codes_names(events["launch_lane"])
-    nodes = pd.DataFrame({
+    # the solver's order: window, lane, start (compute and copy nodes of one lane interleave)
+    at = np.lexsort((node_end, s[first], lane[first], win[first]))
+    first, rows, node_end = first[at], rows[at], node_end[at]
+    node_comm = is_comm[first]
+    nodes = {
         "win": win[first].astype(np.int64), "step": windows["step"].to_numpy(np.int64)[win[first]],
         "lane": lane_names[lane[first]], "cls": cls[first], "start_ns": s[first], "end_ns": node_end,
-        "launch_ns": launch_ns, "launch_lane": launch_lane_names[launch_lane_codes[rows]],
+        "launch_ns": events["launch_ns"].to_numpy(np.int64)[rows],
+        "launch_lane": launch_lane_names[launch_lane_codes[rows]],
         "label": names[name_codes[rows]],
-        "collective": np.where(is_comm[first], colls[coll_codes[rows]], ""),
-        "group": np.where(is_comm[first], groups[group_codes[rows]], ""),
+        "collective": np.where(node_comm, colls[coll_codes[rows]], ""),
+        "group": np.where(node_comm, groups[group_codes[rows]], ""),
         "scope": scope[rows], "pass": pass_[rows], "corr": events["correlation"].to_numpy(np.int64)[rows],
-    })
-    # the solver's order: window, lane, start (compute and copy nodes of one lane interleave)
-    nodes = nodes.iloc[np.lexsort((node_end, s[first], lane[first], win[first]))].reset_index(drop=True)
+    }
     return _edges_and_lags(nodes, wins_s, stream_waits)
 
 
-def _edges_and_lags(nodes: pd.DataFrame, wins_s: np.ndarray, stream_waits: Mapping[str, list] | None) -> RankGraph:
-    n = len(nodes)
-    s, e = nodes["start_ns"].to_numpy(np.int64), nodes["end_ns"].to_numpy(np.int64)
-    win = nodes["win"].to_numpy(np.int64)
-    lane = nodes["lane"].to_numpy(object).astype(str)
-    is_comm = (nodes["cls"] == "comm").to_numpy()
+def _cummax_per_run(values: np.ndarray, run_id: np.ndarray) -> np.ndarray:
+    """The running maximum of `values` restarting at each run (run_id non-decreasing): the values'
+    ranks offset by run, so that one cumulative max never carries across a run boundary."""
+    if values.size == 0:
+        return values.copy()
+    order = np.argsort(values, kind="stable")
+    rank = np.empty(values.size, dtype=np.int64)
+    rank[order] = np.arange(values.size)
+    top = np.maximum.accumulate(run_id.astype(np.int64) * values.size + rank) - run_id * values.size
+    return values[order[top]]
+
+
+def _edges_and_lags(nodes: dict[str, np.ndarray], wins_s: np.ndarray,
+                    stream_waits: Mapping[str, list] | None) -> RankGraph:
+    """Edges and lags of the nodes (NODE_COLUMNS' inputs as arrays, in the solver's order)."""
+    s, e, win = nodes["start_ns"], nodes["end_ns"], nodes["win"]
+    n = s.size
+    lane = nodes["lane"].astype(str)
+    is_comm = nodes["cls"] == "comm"
     node_lanes = set(np.unique(lane).tolist())
     base = wins_s[win].copy()
     src, dst, lag, etype = [], [], [], []
@@ -146,8 +160,8 @@ def _edges_and_lags(nodes: pd.DataFrame, wins_s: np.ndarray, stream_waits: Mappi
     g[head] = 0
 
     # launch: from a host thread of the graph, else the launch time is a fixed release
-    launch = nodes["launch_ns"].to_numpy(np.int64)
-    launch_lane = nodes["launch_lane"].to_numpy(object).astype(str)
+    launch = nodes["launch_ns"]
+    launch_lane = nodes["launch_lane"].astype(str)
     launched = (launch >= 0) & (launch_lane != lane) & (launch_lane != "")
     from_graph = launched & np.isin(launch_lane, list(node_lanes))
     fixed = launched & ~from_graph
@@ -171,27 +185,32 @@ def _edges_and_lags(nodes: pd.DataFrame, wins_s: np.ndarray, stream_waits: Mappi
     src.append(ev_src), dst.append(ev_dst), lag.append(np.zeros(ev_src.size, np.int64))
     etype.append(np.full(ev_src.size, "event", dtype=object))
 
-    edges = pd.DataFrame({"src": np.concatenate(src).astype(np.int64), "dst": np.concatenate(dst).astype(np.int64),
-                          "lag_ns": np.concatenate(lag).astype(np.int64), "type": np.concatenate(etype)})
+    e_src, e_dst = np.concatenate(src).astype(np.int64), np.concatenate(dst).astype(np.int64)
+    e_lag, e_type = np.concatenate(lag).astype(np.int64), np.concatenate(etype)
     # An edge the observed times violate is no dependency.
-    edges = edges[(e[edges["src"].to_numpy()] + edges["lag_ns"].to_numpy()) <= s[edges["dst"].to_numpy()]]
-    bound = _bound(n, s, e, g, head, base, edges)
-    gates = _gate_edges(nodes, bound, has_events=ev_src.size > 0)
-    edges = pd.concat([edges, gates], ignore_index=True)
-    bound = _bound(n, s, e, g, head, base, edges)
-    chain = np.cumsum(head) - 1
-    out = nodes.assign(base_ns=base, chain=chain.astype(np.int64), head=head, g_ns=g, u_ns=s - bound)
-    assert (out["u_ns"] >= 0).all(), "a node starts before one of its constraints"
-    return RankGraph(out[list(NODE_COLUMNS) + ["corr"]], edges.reset_index(drop=True))
+    kept = e[e_src] + e_lag <= s[e_dst]
+    e_src, e_dst, e_lag, e_type = e_src[kept], e_dst[kept], e_lag[kept], e_type[kept]
+    bound = _bound(s, e, g, head, base, e_src, e_dst, e_lag)
+    g_src, g_dst = _gate_edges(nodes, bound, has_events=ev_src.size > 0)
+    e_src, e_dst = np.concatenate([e_src, g_src]), np.concatenate([e_dst, g_dst])
+    e_lag = np.concatenate([e_lag, np.zeros(g_src.size, np.int64)])
+    e_type = np.concatenate([e_type, np.full(g_src.size, "gate", dtype=object)])
+    bound = _bound(s, e, g, head, base, e_src, e_dst, e_lag)
+    u = s - bound
+    assert (u >= 0).all(), "a node starts before one of its constraints"
+    derived = {"base_ns": base, "chain": (np.cumsum(head) - 1).astype(np.int64), "head": head, "g_ns": g, "u_ns": u}
+    columns = {**nodes, **derived}
+    return RankGraph(pd.DataFrame({c: columns[c] for c in (*NODE_COLUMNS, "corr")}),
+                     pd.DataFrame({"src": e_src, "dst": e_dst, "lag_ns": e_lag, "type": pd.Series(e_type, dtype=object)}))
 
 
-def _bound(n, s, e, g, head, base, edges) -> np.ndarray:
+def _bound(s, e, g, head, base, src, dst, lag) -> np.ndarray:
     """The latest constraint on each node's start from observed times: base, lane predecessor, edges."""
     bound = base.copy()
     chained = np.flatnonzero(~head)
     bound[chained] = np.maximum(bound[chained], e[chained - 1] + g[chained])
-    if len(edges):
-        np.maximum.at(bound, edges["dst"].to_numpy(), e[edges["src"].to_numpy()] + edges["lag_ns"].to_numpy())
+    if src.size:
+        np.maximum.at(bound, dst, e[src] + lag)
     return np.minimum(bound, s)
 
 
@@ -212,13 +231,13 @@ def _search_pairs(sorted_keys: np.ndarray, q_major: np.ndarray, q_minor: np.ndar
     return out
 
 
-def _gate_edges(nodes: pd.DataFrame, bound: np.ndarray, *, has_events: bool) -> pd.DataFrame:
-    s, e = nodes["start_ns"].to_numpy(np.int64), nodes["end_ns"].to_numpy(np.int64)
-    win = nodes["win"].to_numpy(np.int64)
-    lane = nodes["lane"].to_numpy(object).astype(str)
-    is_comm = (nodes["cls"] == "comm").to_numpy()
-    launch_lane = nodes["launch_lane"].to_numpy(object).astype(str)
-    on_stream = np.char.startswith(lane.astype(str), "stream:")
+def _gate_edges(nodes: dict[str, np.ndarray], bound: np.ndarray, *, has_events: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) of the gate edges (module docstring)."""
+    s, e, win = nodes["start_ns"], nodes["end_ns"], nodes["win"]
+    lane = nodes["lane"].astype(str)
+    is_comm = nodes["cls"] == "comm"
+    launch_lane = nodes["launch_lane"].astype(str)
+    on_stream = np.char.startswith(lane, "stream:")
     want = (s > bound) & ~(on_stream & has_events)
     src_out, dst_out = [], []
     for producer_comm in (True, False):
@@ -236,19 +255,18 @@ def _gate_edges(nodes: pd.DataFrame, bound: np.ndarray, *, has_events: bool) -> 
         src_out.append(p[hit]), dst_out.append(q[hit])
     src = np.concatenate(src_out) if src_out else np.empty(0, np.int64)
     dst = np.concatenate(dst_out) if dst_out else np.empty(0, np.int64)
-    return pd.DataFrame({"src": src.astype(np.int64), "dst": dst.astype(np.int64),
-                         "lag_ns": np.zeros(src.size, np.int64), "type": np.full(src.size, "gate", dtype=object)})
+    return src.astype(np.int64), dst.astype(np.int64)
 
 
-def _event_edges(nodes: pd.DataFrame, waits: Mapping[str, list] | None) -> tuple[np.ndarray, np.ndarray]:
+def _event_edges(nodes: dict[str, np.ndarray], waits: Mapping[str, list] | None) -> tuple[np.ndarray, np.ndarray]:
     """Stream waits (the reader's `stream_waits`: lane, corr, wait_lane, record_corr lists) as node pairs:
     the last node of wait_lane launched before the record -> the first node of lane launched after the wait
     (correlation ids number a process's CUDA calls in call order)."""
     empty = (np.empty(0, np.int64), np.empty(0, np.int64))
     if not waits or not waits.get("lane"):
         return empty
-    lane = nodes["lane"].to_numpy(object).astype(str)
-    corr = nodes["corr"].to_numpy(np.int64)
+    lane = nodes["lane"].astype(str)
+    corr = nodes["corr"]
     w_lane = np.asarray(waits["lane"], dtype=object).astype(str)
     w_from = np.asarray(waits["wait_lane"], dtype=object).astype(str)
     w_corr = np.asarray(waits["corr"], dtype=np.int64)
@@ -268,5 +286,5 @@ def _event_edges(nodes: pd.DataFrame, waits: Mapping[str, list] | None) -> tuple
         j = np.searchsorted(c, w_corr[cons], side="right")
         consumer[cons] = np.where(j < c.size, on[np.minimum(j, c.size - 1)], -1)
     ok = (producer >= 0) & (consumer >= 0)
-    ok[ok] = nodes["win"].to_numpy()[producer[ok]] == nodes["win"].to_numpy()[consumer[ok]]
+    ok[ok] = nodes["win"][producer[ok]] == nodes["win"][consumer[ok]]
     return producer[ok], consumer[ok]

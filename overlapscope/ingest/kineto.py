@@ -24,8 +24,9 @@ from .classify import classify_kernels
 from .comm_context import collective_conflicts, decide, launch_context
 from .comm_rules import CommRule, is_comm_op, rule_set
 from .comm_summary import summarize
-from .kineto_cats import check_unknown, normalized
+from .kineto_cats import OLD_SCHEMA_CATS, check_unknown, normalized
 from .kineto_checks import MAX_WORLD_SIZE, EventChecks, checked_events, checked_top
+from .kineto_columns import ArgsWanted
 from .kineto_parse import Columns, columns_of_document, no_gc, read_columns
 from .kineto_parse import load_document, read_bytes  # noqa: F401 - re-exported: they lived here before
 from .steps import DEFAULT_STEP_PATTERN, step_ranges, step_regex, steps_at
@@ -55,6 +56,14 @@ DTYPE_BYTES = {
 _WAIT_PREFIXES = ("c10d::", "_c10d_functional::", "record_param_comms", "gloo:", "FSDP::all_gather (")
 _WAIT_SUFFIX = re.compile(r"^FSDP::\w*_wait\b")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+# The events whose args this reader reads (cols.arg, cols.args_dict): device work, its launches,
+# and the ops it takes comm args or recorded shapes from (record_param_comms, nccl:*, c10d::*,
+# gloo:*). The typed decode keeps no args of other events (kineto_parse.ArgsWanted).
+_ARGS_OF_OPS = ("record_param_comms", "nccl:", "c10d::", "gloo:")
+ARGS_WANTED = ArgsWanted(
+    cats=frozenset(c for c in (*DEVICE_CATS, *LAUNCH_CATS, *OLD_SCHEMA_CATS)
+                   if OLD_SCHEMA_CATS.get(c, c) in DEVICE_CATS or OLD_SCHEMA_CATS.get(c, c) in LAUNCH_CATS),
+    name=lambda name: name.startswith(_ARGS_OF_OPS))
 
 
 def rank_of(doc: dict[str, Any], path: Path) -> tuple[int | None, str]:
@@ -77,7 +86,7 @@ def read_kineto(path: str | Path, *, step_pattern: str = DEFAULT_STEP_PATTERN,
 
 
 def _read(path: Path, step_pattern: str, comm_patterns: tuple[str, ...], doc: dict[str, Any] | None) -> RankTrace:
-    cols = normalized(read_columns(path) if doc is None else columns_of_document(doc))
+    cols = normalized(read_columns(path, ARGS_WANTED) if doc is None else columns_of_document(doc))
     # Every field used below is checked first (kineto_checks); unusable events are dropped, counted.
     info, base_ns, device_props = checked_top(cols.top, path)
     rank, rank_from = rank_of({"distributedInfo": info}, path)

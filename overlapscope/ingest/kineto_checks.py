@@ -78,6 +78,8 @@ class EventChecks:
     def fail(self, index: int, field_name: str, value: Any, expected: str) -> None:
         cat = self.cat.uniques[self.cat.codes[index]] if index < self.cat.codes.size else "?"
         name = self.name.uniques[self.name.codes[index]] if index < self.name.codes.size else "?"
+        if isinstance(value, np.generic):  # from a column decoded in pieces: the number it was
+            value = value.item()
         shown = "missing" if value is UNSET else _short(value)
         raise TraceError(f"X event #{index} (cat {cat!r}, name {name!r}): {field_name} is {shown}, "
                          f"expected {expected}", self.path)
@@ -252,7 +254,7 @@ def checked_events(cols: Columns, path: Path, base_ns: int, device_cats: Any, la
     a launch or a gloo transfer (same cat, name, thread or stream, ts, dur and correlation id).
     """
     checks = EventChecks(path, cols)
-    if not cols.typed:  # the typed decode only yields _Args structs and None
+    if not cols.typed:  # the typed decode only yields args objects
         checks.optional(cols.args, np.arange(len(cols.args)), "args", frozenset({dict}), "an object")
     start, dur = checks.times_ns(cols.ts, cols.dur, base_ns)
 
@@ -281,8 +283,8 @@ def checked_events(cols: Columns, path: Path, base_ns: int, device_cats: Any, la
 def kept_rows(cols: Columns, keep: np.ndarray) -> Columns:
     """The columns of the kept events only."""
     idx = np.flatnonzero(keep).tolist()
-    def pick(values: list[Any]) -> list[Any]:
-        return [values[i] for i in idx]
+    def pick(values: Any) -> Any:
+        return values[keep] if isinstance(values, np.ndarray) else [values[i] for i in idx]
     return Columns(cat=Coded(cols.cat.codes[keep], cols.cat.uniques), name=Coded(cols.name.codes[keep], cols.name.uniques),
                    tid=Coded(cols.tid.codes[keep], cols.tid.uniques), ts=pick(cols.ts), dur=pick(cols.dur),
-                   args=pick(cols.args), top=cols.top, typed=cols.typed)
+                   args=cols.args.take(keep) if cols.typed else pick(cols.args), top=cols.top, typed=cols.typed)
