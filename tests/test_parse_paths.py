@@ -264,3 +264,18 @@ def test_odd_numbers_in_one_piece_give_the_whole_decode_s_answer(tmp_path, small
         assert got == expected
     else:
         assert_same(got, expected)
+
+
+def test_a_second_trace_events_key_takes_the_whole_document_s_answer(tmp_path, small_pieces):
+    """JSON's last key wins: a second traceEvents array after the first replaces it."""
+    t = gpu_trace_with_comm_args()
+    for i in range(300):
+        t.cpu_op(f"op {i}", 1_000 * i, 1_000 * i + 500)
+    doc = t.document()
+    second = gpu_trace_with_comm_args().document()["traceEvents"]
+    text = orjson.dumps(doc)[:-1] + b', "traceEvents": ' + orjson.dumps(second) + b"}"
+    path = tmp_path / "twice.json"
+    path.write_bytes(text)
+    assert kineto_parse._piecewise_columns(read_bytes(path), kineto_parse.EVERY_EVENT) is None
+    reference = gpu_trace_with_comm_args().write(tmp_path / "once.json")
+    pd.testing.assert_frame_equal(read_kineto(path).events, read_kineto(reference).events, check_exact=True)

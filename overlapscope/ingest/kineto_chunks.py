@@ -37,8 +37,11 @@ class Cuts:
 def cut(text: bytes | bytearray, piece_bytes: int | None = None) -> Cuts | None:
     """The cuts of a document with one traceEvents key, or None (decode it whole)."""
     piece_bytes = PIECE_BYTES if piece_bytes is None else piece_bytes
-    if text.count(_KEY) != 1:  # none, or a second copy (a string holding it, a repeated key)
-        return None
+    # `"traceEvents"` followed by `:` is always an object key (a string holding it escapes its
+    # quotes); the decode of `head` proves the first one is the document's own. A second key of
+    # that name at the top level can only follow the array: in a middle piece it fails that
+    # piece's decode (the piece then holds the array's closing bracket); in the tail it would
+    # silently override the first, so a tail holding the key is left to the whole document.
     opened = _ARRAY_OPEN.search(text)
     if opened is None:
         return None
@@ -47,6 +50,6 @@ def cut(text: bytes | bytearray, piece_bytes: int | None = None) -> Cuts | None:
     while True:
         between = _BETWEEN.search(text, start + piece_bytes)
         if between is None:
-            return Cuts(head=head, pieces=pieces, tail=start)
+            return Cuts(head=head, pieces=pieces, tail=start) if text.find(_KEY, start) < 0 else None
         pieces.append((start, between.start() + 1))
         start = between.end() - 1
