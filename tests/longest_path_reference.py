@@ -1,10 +1,12 @@
 """The solvers the topological sweeps replaced, kept as the oracle: every pass recomputes every chain
-and every collective until nothing moves (overlapscope/analysis/longest_path.py before the sweeps)."""
+and every collective until nothing moves (overlapscope/analysis/longest_path.py before the sweeps).
+The backward one is still longest_path's fallback for cyclic graphs, so it is called, not copied."""
 from __future__ import annotations
 
 import numpy as np
 
-from overlapscope.analysis.longest_path import LATEST, MAX_PASSES, NEVER, Graph, _chain_prefix, _Groups, _segmented_cummax
+from overlapscope.analysis.longest_path import (MAX_PASSES, NEVER, Graph, Plan, _chain_prefix, _Groups, _segmented_cummax,
+                                                backward)
 
 
 def full_forward(graph: Graph, dur: np.ndarray | None = None, transfer: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -37,35 +39,8 @@ def full_forward(graph: Graph, dur: np.ndarray | None = None, transfer: np.ndarr
         y = new_y
     raise AssertionError("dependency graph did not settle: it has a cycle")
 
+
 def full_backward(graph: Graph, deadline: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Latest starts and ends (Lx, Ly) such that every node ends by its deadline and every constraint holds."""
-    n = graph.base.size
-    # Ly_n = min(extL_n, Ly_{n+1} - dec_n), dec_n = d_{n+1} + u_{n+1} + g_{n+1} inside a chain.
-    dec = np.zeros(n, dtype=np.int64)
-    dec[:-1] = graph.dur[1:] + graph.u[1:] + graph.g[1:]
-    last = np.r_[graph.head[1:], True]
-    dec[last] = 0
-    p = _chain_prefix(graph, np.r_[0, dec[:-1]])  # P_n = sum of dec_j for j < n in the chain
-    matched = np.flatnonzero(graph.inst >= 0)
-    by_src = _Groups.of(graph.src)
-    by_inst = _Groups.of(graph.inst[matched])
-    member_join = np.searchsorted(by_inst.keys, graph.inst[matched])
-    lx = np.full(n, LATEST, dtype=np.int64)
-    rev = np.arange(n)[::-1]
-    chain_rev = (graph.chain.max() - graph.chain)[rev] if n else graph.chain
-    for _ in range(MAX_PASSES):
-        ext = deadline.copy()
-        if graph.src.size:
-            best = by_src.reduce(lx[graph.dst] - graph.u[graph.dst] - graph.lag, np.minimum)
-            ext[by_src.keys] = np.minimum(ext[by_src.keys], best)
-        # reversed cumulative min per chain = -(cummax of the negation), chains renumbered ascending
-        b = (ext - p)[rev]
-        ly = p - _segmented_cummax(-b, chain_rev)[rev]
-        new_lx = ly - graph.dur
-        if matched.size:
-            join = by_inst.reduce(ly[matched] - graph.transfer[matched], np.minimum)
-            new_lx[matched] = join[member_join]
-        if np.array_equal(new_lx, lx):
-            return lx, ly
-        lx = new_lx
-    raise AssertionError("dependency graph did not settle: it has a cycle")
+    """Latest starts and ends (Lx, Ly) such that every node ends by its deadline and every constraint holds:
+    longest_path.backward without a backward order, i.e. its relaxing passes (the cyclic-graph fallback)."""
+    return backward(graph, deadline, plan=Plan.of(graph)._replace(back_order=None))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from overlapscope.core.codes import as_str, codes_names, isin, per_name, shared_codes
@@ -67,3 +68,16 @@ def test_coded_categorical_is_the_categorical_of_the_strings(case):
     got, expected = coded_categorical(np.array(codes, dtype=np.int64), uniques), pd.Categorical(values)
     assert got.dtype == expected.dtype and got.categories.dtype == expected.categories.dtype
     pd.testing.assert_series_equal(pd.Series(got), pd.Series(expected), check_exact=True)
+
+
+def test_category_names_are_computed_once_per_categories_and_shared_read_only():
+    column = pd.Series(pd.Categorical(["b", None, "a", "b"]))
+    codes, names = codes_names(column)
+    assert list(names[codes][[0, 2, 3]]) == ["b", "a", "b"] and pd.isna(names[codes][1])
+    sliced = column.iloc[[3, 0]]  # a slice of the table shares its categories: the same names object
+    assert codes_names(sliced)[1] is names and codes_names(column)[1] is names
+    assert list(codes_names(sliced)[0]) == [codes[3], codes[0]]
+    with pytest.raises(ValueError):
+        names[0] = "c"  # shared by every caller: never written
+    other = pd.Series(pd.Categorical(["c"]))
+    assert list(codes_names(other)[1][:-1]) == ["c"]  # other categories, other names

@@ -21,14 +21,20 @@ def test_uses_the_fixture(real_traces):
 '''
 
 
-@pytest.fixture
-def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    pytester.makeconftest((HERE / "conftest.py").read_text())
+def inner_session(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tests: str,
+                  conftest_tail: str = "") -> pytest.Pytester:
+    """An inner session with the suite's conftest (plus conftest_tail) running `tests`, no skips allowed."""
+    pytester.makeconftest((HERE / "conftest.py").read_text() + conftest_tail)
     # data_paths.py points at data/real beside the inner conftest, which the inner session lacks
-    pytester.makepyfile(data_paths=(HERE / "data_paths.py").read_text(), test_inner=INNER)
+    pytester.makepyfile(data_paths=(HERE / "data_paths.py").read_text(), test_inner=tests)
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.delenv("OVERLAPSCOPE_TESTS_MAY_SKIP", raising=False)
     return pytester
+
+
+@pytest.fixture
+def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    return inner_session(pytester, monkeypatch, INNER)
 
 
 def test_missing_committed_data_fails_and_says_the_checkout_is_broken(inner):
@@ -83,3 +89,36 @@ def test_a_cache_folder_left_in_the_test_data_by_an_earlier_run_fails_the_sessio
     out.assert_outcomes(passed=1)
     assert out.ret == pytest.ExitCode.TESTS_FAILED
     out.stdout.fnmatch_lines(["*a cache folder lies in the test data*data/old/.overlapscope-cache*"])
+
+
+BROWSER_TEST = '''
+import pytest
+
+@pytest.mark.needs_browser
+def test_drives_chromium():
+    pass
+'''
+
+
+@pytest.fixture
+def no_browser(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """An inner session on a machine where the browser check says no."""
+    return inner_session(pytester, monkeypatch, BROWSER_TEST, conftest_tail='''
+
+import overlapscope.dashboard.testing as _testing
+_testing.browser_missing = lambda: "/usr/bin/chromium is missing (apt-get install -y chromium chromium-driver)"
+''')
+
+
+def test_a_browser_test_without_a_browser_fails_and_says_how_to_get_one(no_browser):
+    out = no_browser.runpytest_subprocess("-p", "no:cacheprovider")
+    out.assert_outcomes(errors=1)
+    out.stdout.fnmatch_lines(["*/usr/bin/chromium is missing*`make test` installs it, or set "
+                              "OVERLAPSCOPE_TESTS_MAY_SKIP=browser to skip such tests*"])
+
+
+def test_a_browser_test_without_a_browser_is_skipped_only_when_told(no_browser, monkeypatch):
+    monkeypatch.setenv("OVERLAPSCOPE_TESTS_MAY_SKIP", "shared, browser")
+    out = no_browser.runpytest_subprocess("-p", "no:cacheprovider", "-rs")
+    out.assert_outcomes(skipped=1)
+    out.stdout.fnmatch_lines(["*SKIPPED*/usr/bin/chromium is missing*"])

@@ -22,28 +22,28 @@ def codes_names(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         # .array.codes, not .cat.codes (a new Series each call: ~20x the cost); the names are
         # computed once per categories Index, which every slice of the table shares
         return column.array.codes.astype(np.intp), _category_names(column.dtype.categories)
-    else:
-        codes, cats = pd.factorize(column.astype(str).to_numpy(dtype=object))
-        codes = codes.astype(np.intp)
-        cats = np.asarray(cats, dtype=object)
-    return codes, np.append(cats, np.array([np.nan], dtype=object))
+    codes, cats = pd.factorize(column.astype(str).to_numpy(dtype=object))
+    return codes.astype(np.intp), _with_nan(np.asarray(cats, dtype=object))
+
+
+def _with_nan(names: np.ndarray) -> np.ndarray:
+    return np.append(names, np.array([np.nan], dtype=object))
 
 
 _NAMES: dict[int, tuple[pd.Index, np.ndarray]] = {}
 
 
 def _category_names(categories: pd.Index) -> np.ndarray:
-    """categories as str, NaN appended (code -1), cached while the Index lives (keyed by id and
-    checked by identity, so a recycled id is never a hit)."""
-    key = id(categories)
-    hit = _NAMES.get(key)
-    if hit is not None and hit[0] is categories:
+    """categories as str, NaN appended (code -1). Cached by id: the entry holds the Index, so its id
+    cannot be reused while the entry exists (bounded: cleared past 4,096 Indexes)."""
+    hit = _NAMES.get(id(categories))
+    if hit is not None:
         return hit[1]
-    names = np.append(categories.astype(str).to_numpy(dtype=object), np.array([np.nan], dtype=object))
+    names = _with_nan(categories.astype(str).to_numpy(dtype=object))
     names.flags.writeable = False  # shared by every caller
     if len(_NAMES) > 4096:
         _NAMES.clear()
-    _NAMES[key] = (categories, names)
+    _NAMES[id(categories)] = (categories, names)
     return names
 
 
