@@ -172,3 +172,30 @@ def test_jobs_keep_the_serial_reading_order_and_read_nsys_together(tmp_path):
 def test_nsys_export_same_analysis_on_the_pool(real_traces):
     path = real_traces / "nsys" / "mfu_2gpu_before.sqlite"
     assert_same_analysis(serial(path), analyze_run(path, pool_workers=2, cache=False))
+
+
+def test_many_small_files_go_to_the_pool_in_batches_in_order(tmp_path, caplog, monkeypatch):
+    """PARALLEL_MIN_FILES files, however small, are read on the pool, a batch a task, in file order."""
+    caplog.set_level(logging.WARNING)
+    files = []
+    for i in range(parallel.PARALLEL_MIN_FILES):
+        files.append(tmp_path / f"r{i:03d}")
+        files[-1].write_bytes(b"x" * (i % 5))
+    assert parallel.should_parallelize(files) and not parallel.should_parallelize(files[:-1])
+    submitted: list[range] = []
+    real_batches = parallel.batches
+    monkeypatch.setattr(parallel, "batches", lambda sizes, n: submitted.extend(real_batches(sizes, n)) or submitted)
+    assert parallel.map_files(_warn_and_measure, files, 1, workers=2) == [i % 5 + 1 for i in range(len(files))]
+    assert [r.getMessage() for r in caplog.records if r.name == "overlapscope.test"] == \
+        [f"worker saw {f.name}" for f in files]
+    assert [i for group in submitted for i in group] == list(range(len(files)))
+    assert 1 < len(submitted) < len(files)
+
+
+def test_batches_split_by_count_and_by_bytes(monkeypatch):
+    monkeypatch.setattr(parallel, "BATCHES_PER_WORKER", 2)
+    assert parallel.batches([1] * 10, 2) == [range(0, 3), range(3, 6), range(6, 9), range(9, 10)]
+    assert parallel.batches([], 2) == []
+    big = parallel.BATCH_MAX_BYTES
+    # A batch closes before the file that would take it past BATCH_MAX_BYTES; a large file is one alone.
+    assert parallel.batches([1, big, 1, 1], 1) == [range(0, 1), range(1, 2), range(2, 4)]

@@ -7,6 +7,7 @@ Log records of warning level and above that a worker emits are replayed in the c
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import sys
@@ -30,7 +31,15 @@ BASE_WORKER_BYTES = 250 << 20
 BYTES_PER_JSON_BYTE = 3
 """Peak working set of a read per byte of uncompressed JSON (bytes + decoded events + columns)."""
 PARALLEL_MIN_BYTES = 32 << 20
-"""Runs with less JSON than this are read in-process: a pool would cost more than it saves."""
+"""Runs with less JSON than this are read in-process: a pool would cost more than it saves..."""
+PARALLEL_MIN_FILES = 64
+"""...unless they have at least this many files: each file's fixed cost (read, analyze) adds up."""
+BATCHES_PER_WORKER = 16
+"""Files go to the pool in consecutive batches, about this many per worker: one task per file costs
+a round trip each (pickling, a queue, a wake-up), which at 4,096 tiny files outweighed the work;
+a few batches per worker still balance the load when files differ in size."""
+BATCH_MAX_BYTES = 16 << 20
+"""A batch is closed once its files hold this many bytes on disk, so large files stay one a task."""
 
 
 @dataclass
@@ -96,8 +105,26 @@ def pool_size(items: Sequence[Path | Sequence[Path]], workers: int | None = None
 
 
 def should_parallelize(items: Sequence[Path | Sequence[Path]]) -> bool:
-    total = sum(json_bytes(f) for item in items for f in _paths(item))
-    return len(items) > 1 and total >= PARALLEL_MIN_BYTES
+    if len(items) <= 1:
+        return False
+    if len(items) >= PARALLEL_MIN_FILES:
+        return True
+    return sum(json_bytes(f) for item in items for f in _paths(item)) >= PARALLEL_MIN_BYTES
+
+
+def batches(sizes: Sequence[int], workers: int) -> list[range]:
+    """Consecutive index ranges over items of `sizes` (bytes on disk): about BATCHES_PER_WORKER per
+    worker, a batch closed early once it holds BATCH_MAX_BYTES. A loop per file, not per event."""
+    per_batch = max(1, -(-len(sizes) // (max(1, workers) * BATCHES_PER_WORKER)))
+    out, start, held = [], 0, 0
+    for i, size in enumerate(sizes):
+        if i > start and (i - start >= per_batch or held + size > BATCH_MAX_BYTES):
+            out.append(range(start, i))
+            start, held = i, 0
+        held += size
+    if sizes:
+        out.append(range(start, len(sizes)))
+    return out
 
 
 class _Collect(logging.Handler):
@@ -216,6 +243,7 @@ _worker_counter: Any = None
 def _init_worker(counter: Any) -> None:
     global _worker_counter
     _worker_counter = counter
+    gc.enable()  # the parent paused its collector across the fork (_frozen_heap)
 
 
 def _add_to_counter(n: int) -> None:
@@ -223,9 +251,41 @@ def _add_to_counter(n: int) -> None:
         _worker_counter.value += n
 
 
-def _pool_job(func: Callable[..., Any], item: Any, size: int, *args: Any) -> JobResult:
-    with counted(size, _add_to_counter):
-        return run_job(func, item, *args)
+def _pool_batch(func: Callable[..., Any], items: Sequence[Any], sizes: Sequence[int],
+                *args: Any) -> list[JobResult]:
+    """run_job of each item in turn. Over several files the collector is paused and run once at the
+    end: the readers allocate millions of short-lived acyclic objects, and the collections they
+    trigger walk every live one (1,024 tiny ranks: workers 26.6 -> 23.7 CPU s)."""
+    pause = len(items) > 1 and gc.isenabled()
+    if pause:
+        gc.disable()
+    try:
+        results = []
+        for item, size in zip(items, sizes):
+            with counted(size, _add_to_counter):
+                results.append(run_job(func, item, *args))
+        return results
+    finally:
+        if pause:
+            gc.enable()
+            gc.collect()
+
+
+@contextlib.contextmanager
+def _frozen_heap() -> Iterator[None]:
+    """While the pool runs: the parent's heap frozen before the fork (children do not copy-on-write
+    it by touching refcounts in collections, and never walk it) and its collector paused (it only
+    unpickles results, acyclic, whose allocations would trigger full collections: 1,024 tiny ranks,
+    parent 5.7 -> 1.9 CPU s)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if was_enabled:
+            gc.enable()
 
 
 def pool_context() -> multiprocessing.context.BaseContext:
@@ -260,14 +320,16 @@ def map_files(func: Callable[..., Any], files: Sequence[Path | Sequence[Path]], 
             return values
         from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-        log.debug("%s: %d files on %d processes", label, len(files), n)
+        groups = batches(sizes, n)
+        log.debug("%s: %d files in %d batches on %d processes", label, len(files), len(groups), n)
         ctx = pool_context()
         counter = ctx.Value("q", 0)
-        with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(counter,)) as pool:
-            futures = [pool.submit(_pool_job, func, f, size, *args) for f, size in zip(files, sizes)]
+        with _frozen_heap(), ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker,
+                                                 initargs=(counter,)) as pool:
+            futures = [pool.submit(_pool_batch, func, [files[i] for i in group], [sizes[i] for i in group], *args)
+                       for group in groups]
             pending = set(futures)
             while pending:
                 _, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
                 progress.reach(counter.value)
-            return replay(f.result() for f in futures)
+            return replay(r for f in futures for r in f.result())
