@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.codes import as_str, isin
+from ..core.frames import empty_frame
 
 ROW_COLUMNS = ("start_ns", "end_ns", "send_split_bytes", "recv_split_bytes")
 TRAFFIC_COLUMNS = ("instance", "step", "src", "dst", "bytes")
@@ -125,7 +126,7 @@ def all_to_all_traffic(collectives: pd.DataFrame, rows: pd.DataFrame, offsets: M
 def moe_exposure(by_key_steps: pd.DataFrame) -> pd.DataFrame:
     """MOE_COLUMNS: the by-scope breakdown per step of the comm launched under MoE labels."""
     if by_key_steps.empty:
-        return pd.DataFrame({c: pd.Series(dtype=object if c in ("phase", "pass") else np.int64) for c in MOE_COLUMNS})
+        return empty_frame(MOE_COLUMNS, {"phase": object, "pass": object})
     scoped = by_key_steps[by_key_steps["section"] == "by_scope"]
     parsed = scoped["key"].astype(str).str.extract(MOE_LABEL)
     hit = parsed[0].notna().to_numpy()
@@ -211,10 +212,9 @@ def _missing(cells: pd.DataFrame, incomplete: pd.DataFrame, members: pd.DataFram
 
 
 def _empty_instances() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=object if c in ("group", "scope", "missing") else
-                                      np.float64 if c in ("imbalance", "mean_received_bytes") else np.int64)
-                         for c in INSTANCE_COLUMNS})
+    return empty_frame(INSTANCE_COLUMNS, {"group": object, "scope": object, "missing": object,
+                                          "imbalance": np.float64, "mean_received_bytes": np.float64})
 
 
 def _empty_traffic() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in TRAFFIC_COLUMNS})
+    return empty_frame(TRAFFIC_COLUMNS)

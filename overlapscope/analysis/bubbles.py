@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.codes import isin, per_name, shared_codes
+from ..core.frames import empty_frame
 from ..core.roles import microbatch_label
 from .overlap import lane_sets
 
@@ -63,7 +64,7 @@ def microbatch_spans(events: pd.DataFrame) -> pd.DataFrame:
     # The labels are the rows whose `role` is microbatch; names are parsed once each (categorical codes).
     lab = np.flatnonzero(isin(events["role"], ("microbatch",)))
     if lab.size == 0:
-        return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in SPAN_COLUMNS}).astype({"action": object})
+        return empty_frame(SPAN_COLUMNS, {"action": object})
     info = per_name(events["name"], microbatch_label)[lab]
     start = events["start_ns"].to_numpy(np.int64)
     end = events["end_ns"].to_numpy(np.int64)

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import intervals as iv
+from ..core.frames import empty_frame
 from .groups import infer_groups
 from .matching import P2P, MatchConfig, comm_rows, match_collectives, on_device
 from .overlap import lane_sets
@@ -147,8 +148,8 @@ _TIMED_COLUMNS = ("rank", "group", "collective", "op", "instance", "start_ns", "
 
 def _empty(columns: tuple[str, ...]) -> pd.DataFrame:
     text = {"group", "collective", "op", "match"}
-    return pd.DataFrame({c: pd.Series(dtype=object if c in text else bool if c in ("last_arrival", "device")
-                                      else np.float64 if c.endswith("_gbps") else np.int64) for c in columns})
+    return empty_frame(columns, {c: object if c in text else bool if c in ("last_arrival", "device")
+                                 else np.float64 if c.endswith("_gbps") else np.int64 for c in columns})
 
 
 def _wait_transfer(rows: pd.DataFrame, offsets: Mapping[int, int]) -> pd.DataFrame:
@@ -236,8 +237,7 @@ def stragglers(collectives: pd.DataFrame) -> pd.DataFrame:
     """
     multi = _lateness_rows(collectives)
     if multi.empty:
-        return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in STRAGGLER_COLUMNS}).astype(
-            {"mean_lateness_ns": np.float64})
+        return empty_frame(STRAGGLER_COLUMNS, {"mean_lateness_ns": np.float64})
     earliest = multi.groupby("instance")["start_ns"].transform("min")
     frame = multi.assign(lateness_ns=multi["start_ns"] - earliest)
     out = frame.groupby("rank").agg(last_arrivals=("last_arrival", "sum"), mean_lateness_ns=("lateness_ns", "mean"),
@@ -249,8 +249,7 @@ def stragglers(collectives: pd.DataFrame) -> pd.DataFrame:
 
 def _unmatched_counts(unmatched: pd.DataFrame) -> pd.DataFrame:
     if unmatched.empty:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in UNMATCHED_COLUMNS}).astype(
-            {"rank": np.int64, "count": np.int64})
+        return empty_frame(UNMATCHED_COLUMNS, {"rank": np.int64, "count": np.int64}, default=object)
     out = unmatched.groupby(["rank", "group", "collective", "op", "reason"], sort=True).size()
     return out.rename("count").reset_index().astype({"rank": np.int64, "count": np.int64})
 

@@ -31,6 +31,7 @@ import pandas as pd
 from ..core import intervals as iv
 from .breakdown import launch_scopes
 from ..core.codes import codes_names, isin, per_name, shared_codes
+from ..core.frames import empty_frame
 
 NODE_COLUMNS = ("win", "step", "lane", "cls", "start_ns", "end_ns", "base_ns", "chain", "head", "g_ns", "u_ns",
                 "label", "collective", "group", "scope", "pass", "launch_lane")
@@ -72,9 +73,8 @@ def rank_graph(events: pd.DataFrame, windows: pd.DataFrame, stream_waits: Mappin
     ok[ok] = start[work][ok] < wins_e[win[ok]]
     work, win = work[ok], win[ok]
     if work.size == 0:
-        return RankGraph(pd.DataFrame({c: pd.Series(dtype=object if c in _TEXT else np.int64)
-                                       for c in (*NODE_COLUMNS, "corr")}).astype({"head": bool}),
-                         pd.DataFrame({c: pd.Series(dtype=object if c == "type" else np.int64) for c in EDGE_COLUMNS}))
+        return RankGraph(empty_frame((*NODE_COLUMNS, "corr"), {**{c: object for c in _TEXT}, "head": bool}),
+                         empty_frame(EDGE_COLUMNS, {"type": object}))
     kind_codes, kind_names = codes_names(kind)
     cls = np.array([_CLASS.get(k, "") for k in kind_names], dtype=object)[kind_codes[work]]
     lane_codes, lane_names = codes_names(events["lane"])

@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.codes import codes_names, isin, shared_codes
+from ..core.frames import empty_frame
 from ..core.roles import FSDP_ROLES, fsdp_label
 from .overlap import lane_sets
 
@@ -67,6 +68,8 @@ def _latest_before(keys: np.ndarray, times: np.ndarray, q_keys: np.ndarray, q_ti
 def prefetch_gaps(events: pd.DataFrame, windows: pd.DataFrame, *,
                   sets: dict[str, iv.Intervals] | None = None) -> pd.DataFrame:
     """One row per (unit, pass, use) of one rank: PREFETCH_COLUMNS. sets: `lane_sets(events)` when known."""
+    if not isin(events["role"], FSDP_ROLES).any():
+        return _empty()  # no FSDP ranges (most ranks of most runs): skip the joins' set-up
     # Threads as codes shared by lane and launch_lane: the joins below compare them only.
     lane, launch_lane = shared_codes(events["lane"], events["launch_lane"])
     labels = _labels(events, lane)
@@ -142,9 +145,7 @@ def prefetch_gaps(events: pd.DataFrame, windows: pd.DataFrame, *,
 
 
 def _empty() -> pd.DataFrame:
-    types = {c: np.int64 for c in PREFETCH_COLUMNS}
-    types.update(unit=object, prefetched=bool, **{"pass": object})
-    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in types.items()})
+    return empty_frame(PREFETCH_COLUMNS, {"unit": object, "pass": object, "prefetched": bool})
 
 
 def worst_units(prefetch: pd.DataFrame, top: int = 10) -> pd.DataFrame:

@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.codes import isin
+from ..core.frames import empty_frame
 from .breakdown import launch_scopes
 from .overlap import lane_sets, window_set
 
@@ -46,7 +47,7 @@ def ring_attention_part(events: pd.DataFrame, windows: pd.DataFrame, scopes: np.
     keys = np.unique(np.asarray(scopes, dtype=object)[comm].astype(str))
     keys = [k for k in keys if (m := RING_LABEL.match(k)) and not m.group(3)]
     if not keys or windows.empty:
-        return pd.DataFrame({c: pd.Series(dtype=object if c == "key" else np.int64) for c in PART_COLUMNS})
+        return empty_frame(PART_COLUMNS, {"key": object})
     compute = (sets or lane_sets(events))["compute"]
     inside = iv.merge(*window_set(windows))
     win_starts = windows["start_ns"].to_numpy(np.int64)
@@ -69,7 +70,7 @@ def ring_attention_part(events: pd.DataFrame, windows: pd.DataFrame, scopes: np.
 def ring_steps(by_key_steps: pd.DataFrame, parts: pd.DataFrame) -> pd.DataFrame:
     """RING_COLUMNS from the by-scope breakdown per step and every rank's `ring_attention_part`
     (with a rank column)."""
-    empty = pd.DataFrame({c: pd.Series(dtype=object if c == "pass" else np.int64) for c in RING_COLUMNS})
+    empty = empty_frame(RING_COLUMNS, {"pass": object})
     if by_key_steps.empty:
         return empty
     scoped = by_key_steps[by_key_steps["section"] == "by_scope"]
