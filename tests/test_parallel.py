@@ -199,3 +199,36 @@ def test_batches_split_by_count_and_by_bytes(monkeypatch):
     big = parallel.BATCH_MAX_BYTES
     # A batch closes before the file that would take it past BATCH_MAX_BYTES; a large file is one alone.
     assert parallel.batches([1, big, 1, 1], 1) == [range(0, 1), range(1, 2), range(2, 4)]
+
+
+def _warn_same(path: Path) -> str:
+    logging.getLogger("overlapscope.test").warning("%s: step 2 launched no device work", path)
+    return path.name
+
+
+def test_a_warning_repeated_over_files_is_counted_not_repeated(tmp_path, caplog):
+    caplog.set_level(logging.WARNING)
+    files = [tmp_path / f"r{i}" for i in range(10)]
+    for f in files:
+        f.write_bytes(b"x")
+    assert parallel.map_files(_warn_same, files, workers=2) == [f.name for f in files]
+    shown = [r.getMessage() for r in caplog.records if r.name == "overlapscope.test"]
+    assert shown == [f"{f}: step 2 launched no device work" for f in files[:parallel.REPEATS_SHOWN]] + [
+        f"step 2 launched no device work [the same in {10 - parallel.REPEATS_SHOWN:,} more files, the last {files[-1]}]"]
+
+
+def test_a_worker_warning_is_printed_once_by_the_parent(tmp_path):
+    """A forked worker inherits the root logger's handlers; its warnings reach them only by replay."""
+    log_file = tmp_path / "stderr.txt"
+    handler = logging.StreamHandler(open(log_file, "w"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        files = [tmp_path / f"r{i}" for i in range(2)]
+        for f in files:
+            f.write_bytes(b"x")
+        parallel.map_files(_warn_same, files, workers=2)
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+    assert log_file.read_text().splitlines() == [f"{f}: step 2 launched no device work" for f in files]
