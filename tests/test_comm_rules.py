@@ -292,3 +292,16 @@ def test_op_input_size_reads_the_type_names_torch_prints(tmp_path, input_type, e
     ev = load_run(t.write(tmp_path / "rank0.trace.json"), cache=False).ranks[0].events
     comm = ev[ev["kind"] == "comm"]
     assert comm[["collective", "bytes"]].astype(str).values.tolist() == [["all_to_all", str(1024 * 256 * element)]]
+
+
+def test_classification_is_remembered_per_rule_set():
+    """The per-name cache of classify_kernels is keyed by the rule set: a user pattern still wins."""
+    from overlapscope.ingest.comm_rules import RULES, rule_set
+
+    names = ["my_fused_allreduce_kernel_v9", "ncclDevKernel_AllGather_RING_LL(ncclDevComm*)"]
+    first = classify_kernels(names)
+    assert classify_kernels(names)[0].tolist() == first[0].tolist()
+    assert first[0][0] == -1 and first[0][1] >= 0 and first[1][1] == "all_gather"
+    user = classify_kernels(names, rule_set(("my_fused_allreduce",)))
+    assert user[0][0] == 0 and user[1][0] == "all_reduce"
+    assert user[0][1] == first[0][1] + 1 and classify_kernels(names, RULES)[0][0] == -1

@@ -28,18 +28,37 @@ _COLLECTIVE_RULES: tuple[tuple[str, str], ...] = (
 _COLLECTIVE_RE = [(re.compile(p, re.IGNORECASE), c) for p, c in _COLLECTIVE_RULES]
 
 
+_CLASSIFIED: dict[tuple[CommRule, ...], dict[str, tuple[int, str]]] = {}
+"""Per rule set, each name's (rule index, collective), kept across calls: a worker reads many ranks
+of one job, whose kernel names repeat (14 kernels x ~25 rules was 350 regex searches, 2 ms, a rank)."""
+_CLASSIFIED_MAX_NAMES = 200_000
+"""A rule set's names are forgotten past this many (memory stays bounded on odd traces)."""
+
+
 def classify_kernels(names: Sequence[str], rules: Sequence[CommRule] = RULES) -> tuple[np.ndarray, np.ndarray]:
     """Per distinct kernel name: the index of the first rule that matches it (-1: not comm) and
     the collective it performs ('' when neither the rule nor the name says)."""
-    rule_of = np.full(len(names), -1, dtype=np.int64)
-    collective = np.full(len(names), "", dtype=object)
+    rules = tuple(rules)
+    known = _CLASSIFIED.get(rules)
+    if known is None or len(known) > _CLASSIFIED_MAX_NAMES:
+        if len(_CLASSIFIED) > 16:
+            _CLASSIFIED.clear()
+        known = _CLASSIFIED[rules] = {}
+    rule_of = np.empty(len(names), dtype=np.int64)
+    collective = np.empty(len(names), dtype=object)
     for i, name in enumerate(names):
-        for j, rule in enumerate(rules):
-            if rule.regex.search(name):
-                rule_of[i] = j
-                collective[i] = rule.collective or collective_of(name) or token_collective(name)
-                break
+        hit = known.get(name)
+        if hit is None:
+            hit = known[name] = _classify(name, rules)
+        rule_of[i], collective[i] = hit
     return rule_of, collective
+
+
+def _classify(name: str, rules: tuple[CommRule, ...]) -> tuple[int, str]:
+    for j, rule in enumerate(rules):
+        if rule.regex.search(name):
+            return j, rule.collective or collective_of(name) or token_collective(name)
+    return -1, ""
 
 
 def is_comm_name(names: Sequence[str], extra_patterns: Iterable[str] = ()) -> np.ndarray:
