@@ -545,3 +545,23 @@ def test_dashboard_command_refuses_a_run_it_cannot_read(bad, line, tmp_path):
     result = CliRunner().invoke(main, ["dashboard", str(Path(__file__).resolve().parents[1] / "traces" / "ddp"), str(bad_path), "--port", "1"])
     assert result.exit_code == 2
     assert result.output.strip().splitlines()[-1] == f"overlapscope: error: {bad_path.parent}/{line}"
+
+
+def test_step_resolution_on_arrays_keeps_every_rule():
+    """resolved_steps on NumPy: merge overlapping copies, renumber repeats, drop enclosing, cut overlaps."""
+    import numpy as np
+    import pandas as pd
+
+    from overlapscope.ingest.steps import _cummax_by_group, resolved_steps
+
+    assert _cummax_by_group(np.array([0, 0, 0, 1, 1, 2]), np.array([5, 3, 7, 2, 9, -4])).tolist() == [5, 5, 7, 2, 9, -4]
+    frame = lambda rows: pd.DataFrame({"step": np.array([r[0] for r in rows], np.int32),  # noqa: E731
+                                       "start_ns": np.array([r[1] for r in rows], np.int64),
+                                       "end_ns": np.array([r[2] for r in rows], np.int64)})
+    # step 1 twice overlapping (one step, widest), step 2 overlapping step 1's end (cut)
+    out = resolved_steps(frame([(2, 25, 40), (1, 0, 20), (1, 5, 30)]))
+    assert out.to_dict("list") == {"step": [1, 2], "start_ns": [0, 25], "end_ns": [25, 40]}
+    # one number on disjoint ranges: renumbered by time; an enclosing range dropped
+    out = resolved_steps(frame([(3, 50, 60), (3, 0, 10), (9, 0, 100), (4, 20, 30)]))
+    assert out.to_dict("list") == {"step": [1, 2, 3], "start_ns": [0, 20, 50], "end_ns": [10, 30, 60]}
+    assert out["step"].dtype == np.int32 and resolved_steps(frame([])).empty
