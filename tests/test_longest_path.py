@@ -114,3 +114,31 @@ def test_a_cycle_is_reported_not_looped_on(monkeypatch):
                   dst=np.array([1, 0]), lag=np.ones(2, np.int64))
     with pytest.raises(AssertionError, match="cycle"):
         lp.forward(graph)
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+@pytest.mark.parametrize("seed", range(20))
+def test_many_what_ifs_swept_together_equal_each_solved_alone(seed, ordered, monkeypatch):
+    import overlapscope.analysis.longest_path as lp
+    rng = np.random.default_rng(100 + seed)
+    graph = random_graph(rng)
+    plan = Plan.of(graph)
+    if not ordered:
+        plan = plan._replace(order=None)
+    x0, y0 = full_forward(graph)
+    matched = graph.inst >= 0
+    variants, wants = [], []
+    for _ in range(7):
+        mask = rng.random(graph.base.size) < rng.choice([0.02, 0.1, 0.4])
+        grown = rng.random(graph.base.size) < 0.05  # and some times that grow
+        dur = np.where(mask & ~matched, 0, graph.dur) + 3 * (grown & ~matched)
+        transfer = np.where(mask & matched, 0, graph.transfer) + 4 * (grown & matched)
+        variants.append((dur, transfer, mask | grown))
+        wants.append(full_forward(graph, dur=dur, transfer=transfer)[1])
+    # batches of 1, 3 and all 7 variants (the last batch short)
+    for per_batch in (1, 3, 7):
+        monkeypatch.setattr(lp, "MAX_COPY_NODES", per_batch * graph.base.size)
+        got = list(lp.forward_many(graph, iter(variants), plan=plan, warm=(x0, y0)))
+        assert len(got) == len(wants)
+        for g, w in zip(got, wants):
+            assert np.array_equal(g, w)

@@ -18,7 +18,8 @@ times exactly (u_n takes up what the constraints leave), which the tests check.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+import itertools
+from typing import Iterable, Iterator, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -172,28 +173,81 @@ def forward(graph: Graph, dur: np.ndarray | None = None, transfer: np.ndarray | 
     dur = graph.dur if dur is None else dur
     transfer = graph.transfer if transfer is None else transfer
     plan = Plan.of(graph) if plan is None else plan
-    members = Members(plan.member_ptr, plan.members) if graph.inst is plan.inst \
-        else Members(*_members(graph.inst, plan.member_ptr.size - 1))
-    inc = np.zeros(graph.base.size, dtype=np.int64)
-    inc[1:] = dur[:-1] + graph.g[1:] + graph.u[1:]
-    c = _chain_prefix(graph, inc)
+    members = _members_of(graph, plan)
+    c = _chain_prefix(graph, _increments(graph, dur))
     if plan.order is None:
         return _passes_forward(graph, plan, members, c, dur, transfer)  # no topological order: passes until settled
-    n, order = graph.base.size, plan.order
-    units = order.sub_start.size + plan.member_ptr.size - 1
+    n = graph.base.size
     if warm is None:
         return _sweep(graph, plan, members, c, dur, transfer, np.full(n, NEVER, dtype=np.int64),
-                      np.full(n, NEVER, dtype=np.int64), np.ones(units, dtype=bool))
-    changed = np.flatnonzero(warm[2])
-    dirty = np.zeros(units, dtype=bool)
+                      np.full(n, NEVER, dtype=np.int64), np.ones(_units(plan), dtype=bool))
+    return _sweep(graph, plan, members, c, dur, transfer, warm[0].copy(), warm[1].copy(),
+                  _warm_dirty(graph, plan, warm[2]))
+
+
+MAX_COPY_NODES = 1 << 22
+"""Nodes of all the variants forward_many sweeps at once, at most (five int64 arrays of that many: 160 MB)."""
+
+
+def forward_many(graph: Graph, variants: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]], *, plan: Plan,
+                 warm: tuple[np.ndarray, np.ndarray]) -> Iterator[np.ndarray]:
+    """The ends y of each what-if in variants, (dur, transfer, changed) each, in order: what
+    forward(graph, dur, transfer, plan=plan, warm=(*warm, changed))[1] gives for each, but the
+    variants swept together (_sweep's copies) in batches of up to MAX_COPY_NODES nodes, so a sweep's
+    per-layer NumPy calls are paid once per batch, not once per variant. Without a topological
+    order (a cycle) each is solved alone."""
+    n = graph.base.size
+    batch = max(1, MAX_COPY_NODES // max(n, 1))
+    members = _members_of(graph, plan)
+    pending = iter(variants)
+    while chunk := list(itertools.islice(pending, batch)):
+        if plan.order is None:
+            for dur, transfer, changed in chunk:
+                yield forward(graph, dur, transfer, plan=plan, warm=(*warm, changed))[1]
+            continue
+        copies = len(chunk)
+        dur = np.concatenate([v[0] for v in chunk])
+        transfer = np.concatenate([v[1] for v in chunk])
+        copied = graph._replace(head=np.tile(graph.head, copies))  # the chain prefix restarts at each copy
+        c = _chain_prefix(copied, np.concatenate([_increments(graph, v[0]) for v in chunk]))
+        dirty = np.concatenate([_warm_dirty(graph, plan, v[2]) for v in chunk])
+        _, y = _sweep(graph, plan, members, c, dur, transfer, np.tile(warm[0], copies), np.tile(warm[1], copies),
+                      dirty, copies)
+        yield from y.reshape(copies, n)
+
+
+def _members_of(graph: Graph, plan: Plan) -> "Members":
+    """The plan's member grouping, rebuilt when graph.inst is another array than the plan's (no_sync)."""
+    if graph.inst is plan.inst:
+        return Members(plan.member_ptr, plan.members)
+    return Members(*_members(graph.inst, plan.member_ptr.size - 1))
+
+
+def _increments(graph: Graph, dur: np.ndarray) -> np.ndarray:
+    """inc_n = d_{n-1} + g_n + u_n (the chain recurrence's step; a head's is ignored)."""
+    inc = np.zeros(graph.base.size, dtype=np.int64)
+    inc[1:] = dur[:-1] + graph.g[1:] + graph.u[1:]
+    return inc
+
+
+def _units(plan: Plan) -> int:
+    return plan.order.sub_start.size + plan.member_ptr.size - 1
+
+
+def _warm_dirty(graph: Graph, plan: Plan, changed_mask: np.ndarray) -> np.ndarray:
+    """The units a warm solve computes first: those holding a changed node, the lane's next sub-chain
+    after each (a changed duration moves it), and the instances the changed nodes belong to."""
+    order = plan.order
+    changed = np.flatnonzero(changed_mask)
+    dirty = np.zeros(_units(plan), dtype=bool)
     sub = order.node_sub[changed]
     dirty[sub] = True
-    nxt = sub + 1  # a changed duration moves the next sub-chain of its lane
+    nxt = sub + 1
     nxt = nxt[nxt < order.sub_start.size]
     dirty[nxt[~graph.head[order.sub_start[nxt]]]] = True
     for inst in (graph.inst[changed], plan.inst[changed]):
         dirty[order.sub_start.size + inst[inst >= 0]] = True
-    return _sweep(graph, plan, members, c, dur, transfer, warm[0].copy(), warm[1].copy(), dirty)
+    return dirty
 
 
 class Members(NamedTuple):
@@ -202,10 +256,13 @@ class Members(NamedTuple):
 
 
 def _settle_members(touched: np.ndarray, members: Members, x: np.ndarray, y: np.ndarray,
-                    transfer: np.ndarray) -> np.ndarray:
-    """Each touched collective's members end at max(J, x) + t (J its last arrival); the members whose end moved."""
+                    transfer: np.ndarray, node_off: np.ndarray | int = 0) -> np.ndarray:
+    """Each touched collective's members end at max(J, x) + t (J its last arrival); the members whose end
+    moved. node_off: per touched collective, where its copy's nodes start in x, y and transfer (copies)."""
     lo, hi = members.ptr[touched], members.ptr[touched + 1]
     m = members.nodes[_ranges(lo, hi)]
+    if not np.isscalar(node_off):
+        m = m + np.repeat(node_off, hi - lo)
     has, join = _segment_max(x[m], hi - lo)
     ym = np.maximum(np.repeat(join, (hi - lo)[has]), x[m]) + transfer[m]
     moved = m[ym != y[m]]
@@ -213,14 +270,16 @@ def _settle_members(touched: np.ndarray, members: Members, x: np.ndarray, y: np.
     return moved
 
 
-def _ext(graph: Graph, plan: Plan, nodes: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """max(base, y_src + lag over the explicit edges into each node)."""
+def _ext(graph: Graph, plan: Plan, nodes: np.ndarray, y: np.ndarray, node_off: np.ndarray | int = 0) -> np.ndarray:
+    """max(base, y_src + lag over the explicit edges into each node); node_off: per node, where its
+    copy's ends start in y (copies)."""
     ext = graph.base[nodes]
     lo, hi = plan.in_ptr[nodes], plan.in_ptr[nodes + 1]
     into = plan.in_edge[_ranges(lo, hi)]
     if into.size:
+        src = graph.src[into] if np.isscalar(node_off) else graph.src[into] + np.repeat(node_off, hi - lo)
         # y = NEVER (not reached yet) stays far below any base: never the max
-        has, best = _segment_max(y[graph.src[into]] + graph.lag[into], hi - lo)
+        has, best = _segment_max(y[src] + graph.lag[into], hi - lo)
         ext[has] = np.maximum(ext[has], best)
     return ext
 
@@ -327,54 +386,71 @@ class Order(NamedTuple):
 
 
 def _sweep(graph: Graph, plan: Plan, members: Members, c: np.ndarray, dur: np.ndarray, transfer: np.ndarray,
-           x: np.ndarray, y: np.ndarray, dirty: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+           x: np.ndarray, y: np.ndarray, dirty: np.ndarray, copies: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Each dirty unit once, layer by layer: its inputs are final when its layer comes. A unit whose
     result moved marks the units that read it (the next sub-chain of its lane, the sub-chains its
-    edges enter, its instance); cold, every unit is dirty."""
+    edges enter, its instance); cold, every unit is dirty. copies: c, dur, transfer, x and y hold that
+    many variants of the graph's times back to back (node n of copy k at k N + n) and dirty their
+    units (unit u at k U + u), all swept at once: the layers' NumPy calls are paid once, not per copy."""
     order = plan.order
-    subs = order.sub_start.size
+    n, subs = graph.base.size, order.sub_start.size
+    per_copy = dirty.size // copies
+    by_copy = dirty.reshape(copies, per_copy)
     for layer in range(order.layer_ptr.size - 1):
-        units = order.layer_units[order.layer_ptr[layer]:order.layer_ptr[layer + 1]]
-        units = units[dirty[units]]
-        if units.size == 0:
+        layer_units = order.layer_units[order.layer_ptr[layer]:order.layer_ptr[layer + 1]]
+        copy, at_unit = np.nonzero(by_copy[:, layer_units])
+        if copy.size == 0:
             continue
-        split = np.searchsorted(units, subs)  # sorted within the layer: sub-chains, then instances
+        units = layer_units[at_unit]
+        is_sub = units < subs
         moved = []
-        if split:
-            sub = units[:split]
+        if is_sub.any():
+            sub, sub_copy = units[is_sub], copy[is_sub]
             first, stop = order.sub_start[sub], order.sub_stop[sub]
             lens = stop - first
             single = bool((lens == 1).all())  # one node each (the common case): no runs to accumulate
             idx = first if single else _ranges(first, stop)
+            idx_copy = sub_copy if single else np.repeat(sub_copy, lens)
             at = np.arange(sub.size) if single else np.cumsum(lens) - lens
+            first_off, idx_off = (sub_copy * n, idx_copy * n) if copies > 1 else (0, 0)
+            fidx, ffirst = idx + idx_off, first + first_off  # positions in the copies' arrays
             # only a sub-chain's first node has explicit edges
-            v = np.empty(0, np.int64) if single else graph.base[idx] + graph.u[idx] - c[idx]
-            head_v = _ext(graph, plan, first, y) + graph.u[first] - c[first]
+            v = np.empty(0, np.int64) if single else graph.base[idx] + graph.u[idx] - c[fidx]
+            head_v = _ext(graph, plan, first, y, first_off) + graph.u[first] - c[ffirst]
             seeded = ~graph.head[first]
-            before = first[seeded] - 1
+            before = ffirst[seeded] - 1
             head_v[seeded] = np.maximum(head_v[seeded], x[before] - c[before])
             if single:
-                xi = c[idx] + head_v
+                xi = c[fidx] + head_v
             else:
                 v[at] = head_v
-                xi = c[idx] + _segmented_cummax(v, np.repeat(np.arange(sub.size), lens))
+                xi = c[fidx] + _segmented_cummax(v, np.repeat(np.arange(sub.size), lens))
             inst_i = graph.inst[idx]
             free = inst_i < 0
-            shifted = xi != x[idx]
-            dirty[subs + inst_i[~free & shifted]] = True
-            x[idx] = xi
-            fi = idx[free]
+            shifted = xi != x[fidx]
+            tied = ~free & shifted
+            dirty[idx_copy[tied] * per_copy + subs + inst_i[tied]] = True
+            x[fidx] = xi
+            fi = fidx[free]
             yi = xi[free] + dur[fi]
             moved.append(fi[yi != y[fi]])
             y[fi] = yi
             # the lane's next sub-chain reads this one's last start (and its duration)
-            nxt = sub[shifted[at + lens - 1]] + 1
-            nxt = nxt[nxt < subs]
-            dirty[nxt[~graph.head[order.sub_start[nxt]]]] = True
-        if split < units.size:
-            moved.append(_settle_members(units[split:] - subs, members, x, y, transfer))
+            last_shifted = shifted[at + lens - 1]
+            nxt, nxt_copy = sub[last_shifted] + 1, sub_copy[last_shifted]
+            keep = nxt < subs
+            nxt, nxt_copy = nxt[keep], nxt_copy[keep]
+            keep = ~graph.head[order.sub_start[nxt]]
+            dirty[nxt_copy[keep] * per_copy + nxt[keep]] = True
+        if not is_sub.all():
+            inst_copy = copy[~is_sub]
+            moved.append(_settle_members(units[~is_sub] - subs, members, x, y, transfer,
+                                         inst_copy * n if copies > 1 else 0))
         moved = np.concatenate(moved)
-        dirty[order.node_sub[plan.out_dst[_ranges(plan.out_ptr[moved], plan.out_ptr[moved + 1])]]] = True
+        moved_copy, moved = np.divmod(moved, n) if copies > 1 else (None, moved)
+        lo, hi = plan.out_ptr[moved], plan.out_ptr[moved + 1]
+        reads = order.node_sub[plan.out_dst[_ranges(lo, hi)]]
+        dirty[reads if moved_copy is None else np.repeat(moved_copy * per_copy, hi - lo) + reads] = True
     return x, y
 
 
