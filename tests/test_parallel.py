@@ -206,15 +206,26 @@ def _warn_same(path: Path) -> str:
     return path.name
 
 
-def test_a_warning_repeated_over_files_is_counted_not_repeated(tmp_path, caplog):
+@pytest.mark.parametrize("workers", [1, 2])  # read in-process, and on the pool
+def test_a_warning_repeated_over_files_is_counted_not_repeated(tmp_path, caplog, workers):
     caplog.set_level(logging.WARNING)
     files = [tmp_path / f"r{i}" for i in range(10)]
     for f in files:
         f.write_bytes(b"x")
-    assert parallel.map_files(_warn_same, files, workers=2) == [f.name for f in files]
-    shown = [r.getMessage() for r in caplog.records if r.name == "overlapscope.test"]
-    assert shown == [f"{f}: step 2 launched no device work" for f in files[:parallel.REPEATS_SHOWN]] + [
+    # a second root handler beside caplog's: each record is counted once, not once per handler
+    log_file = tmp_path / "stderr.txt"
+    handler = logging.StreamHandler(open(log_file, "w"))
+    logging.getLogger().addHandler(handler)
+    try:
+        assert parallel.map_files(_warn_same, files, workers=workers) == [f.name for f in files]
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+    want = [f"{f}: step 2 launched no device work" for f in files[:parallel.REPEATS_SHOWN]] + [
         f"step 2 launched no device work [the same in {10 - parallel.REPEATS_SHOWN:,} more files, the last {files[-1]}]"]
+    assert [r.getMessage() for r in caplog.records if r.name == "overlapscope.test"] == want
+    assert log_file.read_text().splitlines() == want
+    assert not any(h.filters for h in logging.getLogger().handlers)  # the fold is gone afterwards
 
 
 def test_a_worker_warning_is_printed_once_by_the_parent(tmp_path):

@@ -167,33 +167,83 @@ def _repeat_key(record: logging.LogRecord) -> tuple[str, int, str] | None:
     return (record.name, record.levelno, words) if sep and head and " " not in head else None
 
 
+class _Repeats:
+    """Which warnings to show: each one that names no file first, and a repeat of the same words
+    after another file's name only for its first REPEATS_SHOWN files; the rest are counted and
+    summed up in one record (summaries)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, int, str], list[Any]] = {}  # key -> [times seen, the last record held back]
+
+    def admit(self, record: logging.LogRecord) -> bool:
+        key = _repeat_key(record)
+        if key is None:
+            return True
+        seen = self.seen.setdefault(key, [0, None])
+        seen[0] += 1
+        if seen[0] > REPEATS_SHOWN:
+            seen[1] = record
+            return False
+        return True
+
+    def summaries(self) -> Iterator[logging.LogRecord]:
+        for (_, _, words), (count, last) in self.seen.items():
+            if last is not None:
+                head = last.getMessage().partition(": ")[0]
+                yield logging.makeLogRecord({**last.__dict__, "args": None, "msg": (
+                    f"{words} [the same in {count - REPEATS_SHOWN:,} more files, the last {head}]")})
+
+
 def replay(results: Iterable[JobResult]) -> list[Any]:
     """Values in order; replays worker warnings here (repeats across files counted, not repeated),
     then raises the first job's error."""
     values = []
-    repeats: dict[tuple[str, int, str], list[Any]] = {}  # key -> [times seen, the last record held back]
+    repeats = _Repeats()
     try:
         for r in results:
             for record in r.records or ():
-                key = _repeat_key(record)
-                if key is not None:
-                    seen = repeats.setdefault(key, [0, None])
-                    seen[0] += 1
-                    if seen[0] > REPEATS_SHOWN:
-                        seen[1] = record
-                        continue
-                logging.getLogger(record.name).handle(record)
+                if repeats.admit(record):
+                    logging.getLogger(record.name).handle(record)
             if r.error is not None:
                 raise r.error
             values.append(r.value)
     finally:
-        for (_, _, words), (count, last) in repeats.items():
-            if last is not None:
-                head = last.getMessage().partition(": ")[0]
-                summary = logging.makeLogRecord({**last.__dict__, "args": None, "msg": (
-                    f"{words} [the same in {count - REPEATS_SHOWN:,} more files, the last {head}]")})
-                logging.getLogger(last.name).handle(summary)
+        for summary in repeats.summaries():
+            logging.getLogger(summary.name).handle(summary)
     return values
+
+
+class _AdmitOnce(logging.Filter):
+    """A handler filter asking _Repeats once per record, however many handlers it reaches."""
+
+    def __init__(self, repeats: _Repeats) -> None:
+        super().__init__()
+        self.repeats, self.last, self.verdict = repeats, None, True
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        if record is not self.last:
+            self.last, self.verdict = record, self.repeats.admit(record)
+        return self.verdict
+
+
+@contextlib.contextmanager
+def folded_repeats() -> Iterator[None]:
+    """Warnings logged in-process while reading file after file, folded as replay folds a pool's:
+    a filter on the root logger's handlers for the duration, then the summaries."""
+    repeats = _Repeats()
+    once = _AdmitOnce(repeats)
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(once)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(once)
+        for summary in repeats.summaries():
+            logging.getLogger(summary.name).handle(summary)
 
 
 class Progress:
@@ -348,9 +398,10 @@ def map_files(func: Callable[..., Any], files: Sequence[Path | Sequence[Path]], 
     with Progress(sum(sizes), label, unit="bytes") as progress:
         if n <= 1:
             values = []
-            for f, size in zip(files, sizes):
-                with counted(size, progress.tick):
-                    values.append(func(f, *args))  # in-process: errors and warnings as they happen
+            with folded_repeats():
+                for f, size in zip(files, sizes):
+                    with counted(size, progress.tick):
+                        values.append(func(f, *args))  # in-process: errors and warnings as they happen
             return values
         from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
