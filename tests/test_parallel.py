@@ -243,3 +243,19 @@ def test_a_worker_warning_is_printed_once_by_the_parent(tmp_path):
         root.removeHandler(handler)
         handler.close()
     assert log_file.read_text().splitlines() == [f"{f}: step 2 launched no device work" for f in files]
+
+
+def test_the_collector_is_left_as_it_was_after_the_pool_and_the_reduce(run_dir):
+    """The pool and the reduce freeze the heap and may pause the collector: both undone after, so a
+    program that analyses many runs neither leaks frozen objects nor runs without a collector."""
+    import gc
+
+    before = gc.get_freeze_count()
+    analyze_run(run_dir, cache=False, pool_workers=2)
+    assert gc.isenabled() and gc.get_freeze_count() == before
+    gc.disable()
+    try:
+        analyze_run(run_dir, cache=False, pool_workers=2)
+        assert not gc.isenabled() and gc.get_freeze_count() == before  # a caller's paused collector stays paused
+    finally:
+        gc.enable()

@@ -28,7 +28,7 @@ from ..ingest import ReadOptions, assemble, make_run
 from ..ingest.run_manifest import load_manifest, mark_incomplete
 from .cache import CacheConfig, read_cached
 from .options import RunOptions
-from .pool import JobResult, Progress, map_files, replay, run_job
+from .pool import JobResult, Progress, frozen_heap, map_files, replay, run_job
 
 log = logging.getLogger(__name__)
 
@@ -86,14 +86,15 @@ def reduce_outcomes(path: Path, per_job: list[list[RankOutcome]], *, keep_events
                     cost: Any = None) -> Analysis:
     """Number ranks, raise the first analysis error in rank order, combine (cost: the cost model's
     CostConfig, default when None)."""
-    by_trace = {id(o.trace): o for outcomes in per_job for o in outcomes}
-    ranks = assemble([[o.trace for o in outcomes] for outcomes in per_job])
-    run = make_run(path, ranks)
-    ordered = [by_trace[id(t)] for t in ranks]
-    for o in ordered:
-        if o.error is not None:
-            raise o.error
-    analysis = combine(run, [o.sections for o in ordered], cost=cost)
+    with frozen_heap(collect=True):  # the ranks' results are long-lived: full collections skip them
+        by_trace = {id(o.trace): o for outcomes in per_job for o in outcomes}
+        ranks = assemble([[o.trace for o in outcomes] for outcomes in per_job])
+        run = make_run(path, ranks)
+        ordered = [by_trace[id(t)] for t in ranks]
+        for o in ordered:
+            if o.error is not None:
+                raise o.error
+        analysis = combine(run, [o.sections for o in ordered], cost=cost)
     if keep_events:
         analysis.traces = run
     return analysis
