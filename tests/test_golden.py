@@ -42,3 +42,21 @@ def test_analyze_output_matches_golden(name, fmt, request, monkeypatch):
                                          f"golden/{golden.name}", "now", lineterm=""))
         shown = "\n".join(diff[:DIFF_LINES]) + (f"\n... {len(diff) - DIFF_LINES} more lines" if len(diff) > DIFF_LINES else "")
         pytest.fail(f"{golden.name} changed (pytest --update-golden rewrites it if meant):\n{shown}", pytrace=False)
+
+
+def test_json_step_records_follow_each_rank_in_the_frame_order():
+    """to_dict groups the step rows by rank in one pass: each rank gets its own rows in the frame's
+    order (ranks interleaved, a rank with no step rows gets none), keys in STEP_RECORD_KEYS order."""
+    import numpy as np
+    import pandas as pd
+
+    from overlapscope.report.json_report import STEP_RECORD_KEYS, _steps_by_rank
+
+    steps = pd.DataFrame({"rank": np.array([1, 0, 1, 0], np.int32), "step": [7, 3, 5, 4],
+                          **{c: np.arange(4, dtype=np.int64) * 10 for c in STEP_RECORD_KEYS if c != "step"}})
+    got = _steps_by_rank(steps)
+    assert sorted(got) == [0, 1] and 2 not in got
+    assert [r["step"] for r in got[1]] == [7, 5] and [r["step"] for r in got[0]] == [3, 4]
+    assert list(got[0][0]) == STEP_RECORD_KEYS and got[0][1]["window_ns"] == 30
+    assert all(type(v) is int for v in got[1][0].values())  # NumPy scalars cleaned to Python ints
+    assert _steps_by_rank(steps.iloc[:0]) == {}

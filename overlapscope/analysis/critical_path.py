@@ -47,9 +47,11 @@ def solve(graphs: Mapping[int, RankGraph], offsets: Mapping[int, int], window_st
     nodes = pd.concat([graphs[r].nodes for r in ranks], ignore_index=True)
     edges = pd.concat([graphs[r].edges for r in ranks], ignore_index=True)
     sizes = np.array([len(graphs[r].nodes) for r in ranks], dtype=np.int64)
-    chains = np.array([int(graphs[r].nodes["chain"].max()) + 1 if len(graphs[r].nodes) else 0 for r in ranks],
-                      dtype=np.int64)
     node_off = np.cumsum(sizes) - sizes
+    chains = np.zeros(len(ranks), dtype=np.int64)  # each rank's chain count: its largest chain id + 1
+    has = sizes > 0
+    if has.any():
+        chains[has] = np.maximum.reduceat(nodes["chain"].to_numpy(np.int64), node_off[has]) + 1
     off = np.repeat(np.array([int(offsets.get(r, 0)) for r in ranks], dtype=np.int64), sizes)
     nodes.insert(0, "rank", np.repeat(np.array(ranks, dtype=np.int64), sizes))
     for col in ("start_ns", "end_ns", "base_ns"):

@@ -178,7 +178,7 @@ def _check_same_run(ranks: list[RankTrace]) -> None:
     if len(sizes) > 1:
         log.warning("traces disagree on world size (%s): are ranks of different runs mixed?",
                     ", ".join(f"{r.source}={r.world_size}" for r in ranks))
-    spans = [(int(r.events["start_ns"].min()), int(r.events["end_ns"].max()), r.source)
+    spans = [(int(r.events["start_ns"].to_numpy().min()), int(r.events["end_ns"].to_numpy().max()), r.source)
              for r in ranks if len(r.events)]
     if len(spans) > 1 and max(s[0] for s in spans) > min(s[1] for s in spans):
         first = min(spans, key=lambda s: s[1])

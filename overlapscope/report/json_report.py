@@ -40,14 +40,13 @@ def records(frame: pd.DataFrame, columns: list[str] | tuple[str, ...] | None = N
 
 def to_dict(analysis: Analysis) -> dict[str, Any]:
     ranks = []
+    steps_of = _steps_by_rank(analysis.steps)
     for total in records(analysis.totals):
         rank = total["rank"]
-        steps = analysis.steps[analysis.steps["rank"] == rank]
         ranks.append({
             "rank": rank,
             "source": total.pop("source", None),
-            "steps": records(steps, list(STEP_KEYS) + ["window_start_ns", "window_end_ns",
-                                                       "overlap_pct", "exposed_comm_pct"]),
+            "steps": steps_of.get(rank, []),
             "total": {k: v for k, v in total.items() if k != "rank"},
         })
     run = {k: v for k, v in analysis.run.items()}
@@ -77,6 +76,21 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
         "diagnoses": list(analysis.diagnoses),
         **json_sections(analysis),
     }
+
+
+STEP_RECORD_KEYS = list(STEP_KEYS) + ["window_start_ns", "window_end_ns", "overlap_pct", "exposed_comm_pct"]
+
+
+def _steps_by_rank(steps: pd.DataFrame) -> dict[Any, list[dict[str, Any]]]:
+    """Each rank's step records (STEP_RECORD_KEYS), in the frame's order: one pass over all rows, not
+    a filter of the whole frame per rank (quadratic: 4,096 ranks took 3 s)."""
+    out: dict[Any, list[dict[str, Any]]] = {}
+    if steps is None or steps.empty:
+        return out
+    keys = [c for c in STEP_RECORD_KEYS if c in steps.columns]
+    for rank, rec in zip(steps["rank"].tolist(), records(steps, keys)):
+        out.setdefault(rank, []).append(rec)
+    return out
 
 
 def all_to_all_records(analysis: Analysis) -> list[dict[str, Any]]:
