@@ -72,13 +72,23 @@ def analyze(runs: tuple[str, ...], fmt: str, output: str | None, per_step: bool,
 
     RUN is a directory of per-rank traces (*.json, *.json.gz, *.sqlite), one trace file, or an nsys export.
     """
-    from .io_atomic import write_text
+    from .pipeline.pool import frozen_heap
     from .pipeline.run import analyze_run
-    from .report import json_report, tables
 
     check_output(output, "-o", runs)
     # Analyze everything first: a bad RUN must stop the command before any number is printed.
     results = [analyze_run(r, options) for r in runs]
+    # the analyses are long-lived: the rendering's collections need not walk them (a table of 4,096
+    # ranks took 6.6 s with them walked, 3.8 s without)
+    with frozen_heap(collect=True):
+        _render(results, fmt, output, per_step, csv_table)
+
+
+def _render(results: list, fmt: str, output: str | None, per_step: bool, csv_table: str) -> None:
+    """analyze's output: stdout, or the file at `output` (atomic)."""
+    from .io_atomic import write_text
+    from .report import json_report, tables
+
     if fmt == "json":
         text = json_report.to_json(results[0]) if len(results) == 1 else \
             "[" + ",\n".join(json_report.to_json(a) for a in results) + "]"
