@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.codes import as_str, isin
-from ..core.frames import empty_frame
+from ..core.frames import built_once, empty_frame
 
 ROW_COLUMNS = ("start_ns", "end_ns", "send_split_bytes", "recv_split_bytes")
 TRAFFIC_COLUMNS = ("instance", "step", "src", "dst", "bytes")
@@ -31,13 +31,16 @@ def all_to_all_rows(events: pd.DataFrame, scopes: np.ndarray) -> pd.DataFrame:
     """One rank's all-to-all comm events: ROW_COLUMNS + scope (recorded times, the rank's clock; no
     rank column: `combine` adds the final rank)."""
     rows = np.flatnonzero(isin(events["kind"], ("comm",)) & isin(events["collective"], ("all_to_all",)))
-    return pd.DataFrame({
-        "start_ns": events["start_ns"].to_numpy(np.int64)[rows],
-        "end_ns": events["end_ns"].to_numpy(np.int64)[rows],
-        "send_split_bytes": as_str(events["send_split_bytes"])[rows],
-        "recv_split_bytes": as_str(events["recv_split_bytes"])[rows],
-        "scope": np.asarray(scopes, dtype=object)[rows],
-    })
+    if rows.size == 0:  # most ranks: the same frame, empty, built once
+        return built_once("all_to_all_rows", lambda: _rows_frame(*([np.empty(0, np.int64)] * 2), *([np.empty(0, object)] * 3)))
+    return _rows_frame(events["start_ns"].to_numpy(np.int64)[rows], events["end_ns"].to_numpy(np.int64)[rows],
+                       as_str(events["send_split_bytes"])[rows], as_str(events["recv_split_bytes"])[rows],
+                       np.asarray(scopes, dtype=object)[rows])
+
+
+def _rows_frame(start, end, send_split_bytes, recv_split_bytes, scope) -> pd.DataFrame:
+    return pd.DataFrame({"start_ns": start, "end_ns": end, "send_split_bytes": send_split_bytes,
+                         "recv_split_bytes": recv_split_bytes, "scope": scope})
 
 
 def _peer_bytes(text: np.ndarray, size: int) -> np.ndarray:

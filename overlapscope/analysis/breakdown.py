@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.codes import codes_names, isin, shared_codes
+from ..core.frames import empty_frame
 from ..core.roles import SCOPE_ROLES
 from .overlap import lane_sets, window_set
 
@@ -133,7 +134,6 @@ def exposed_by_label_pass(events: pd.DataFrame, windows: pd.DataFrame, scopes: n
     pass_of = np.array(["" if m is None else "backward" if m.groups()[-1] else "forward" for m in matched],
                        dtype=object)
     if not (pass_of != "").any():  # no such label (most runs): skip the breakdown of all comm as ""
-        return pd.DataFrame({"step": pd.Series(dtype=np.int32), "pass": pd.Series(dtype=object),
-                             **{c: pd.Series(dtype=np.int64) for c in ("count", "comm_ns", "exposed_comm_ns")}})
+        return empty_frame(("step", "pass", "count", "comm_ns", "exposed_comm_ns"), {"step": np.int32, "pass": object})
     _, per_step = exposed_by_key_and_step(events, windows, pass_of[inverse], "pass", sets=sets)
     return per_step[per_step["pass"] != ""].reset_index(drop=True)

@@ -32,6 +32,7 @@ import pandas as pd
 from ..core import intervals as iv
 from .clock import ClockOffsets, estimate_offsets
 from ..core.codes import codes_names, isin, per_name, shared_codes
+from ..core.frames import built_once
 
 P2P = ("send", "recv")
 # torch's ProcessGroupNCCL names p2p ops by the group ranks of both ends.
@@ -71,6 +72,9 @@ def comm_rows(events: pd.DataFrame) -> pd.DataFrame:
     """The comm events of one rank's table with their launching op and order key (COMM_COLUMNS)."""
     # Strings are decided per distinct name (categorical codes), never per event.
     rows = np.flatnonzero(isin(events["kind"], ("comm",)))
+    if rows.size == 0:  # a rank without comm: the same frame, empty, built once
+        return built_once("comm_rows", lambda: _comm_frame(*([np.empty(0, np.int64)] * 2), *([np.empty(0, object)] * 3),
+                                                           *([np.empty(0, np.int64)] * 6), np.empty(0, bool)))
     name_codes, names = codes_names(events["name"])
     # The ranges that name the operation torch performed (role comm_op: nccl:*, c10d::*).
     ann = np.flatnonzero(isin(events["role"], ("comm_op",)))
@@ -83,22 +87,21 @@ def comm_rows(events: pd.DataFrame) -> pd.DataFrame:
     start = events["start_ns"].to_numpy(np.int64)[rows]
     group_codes, groups = codes_names(events["group"])
     coll_codes, colls = codes_names(events["collective"])
-    return pd.DataFrame({
-        "rank": events["rank"].to_numpy(np.int64)[rows],
-        "row": rows.astype(np.int64),
-        "group": groups[group_codes[rows]],
-        "collective": colls[coll_codes[rows]],
-        "op": op.astype(object),
-        "bytes": events["bytes"].to_numpy(np.int64)[rows],
-        "seq": events["seq"].to_numpy(np.int64)[rows],
-        "start_ns": start,
-        "end_ns": events["end_ns"].to_numpy(np.int64)[rows],
-        # Issue order: the launch on the CPU (same program order on every rank), else the start.
-        "order_ns": np.where(launch_ns >= 0, launch_ns, start),
-        "step": events["step"].to_numpy(np.int64)[rows],
-        # On a device stream (NCCL): a p2p kernel spins until its peer's runs, so both end together.
-        "device": per_name(events["lane"], lambda n: n.startswith("stream:"), dtype=bool)[rows],
-    })
+    return _comm_frame(events["rank"].to_numpy(np.int64)[rows], rows.astype(np.int64),
+                       groups[group_codes[rows]], colls[coll_codes[rows]], op.astype(object),
+                       events["bytes"].to_numpy(np.int64)[rows], events["seq"].to_numpy(np.int64)[rows], start,
+                       events["end_ns"].to_numpy(np.int64)[rows],
+                       # Issue order: the launch on the CPU (same program order on every rank), else the start.
+                       np.where(launch_ns >= 0, launch_ns, start),
+                       events["step"].to_numpy(np.int64)[rows],
+                       # On a device stream (NCCL): a p2p kernel spins until its peer's runs, so both end together.
+                       per_name(events["lane"], lambda n: n.startswith("stream:"), dtype=bool)[rows])
+
+
+def _comm_frame(rank, row, group, collective, op, bytes_, seq, start, end, order_ns, step, device) -> pd.DataFrame:
+    return pd.DataFrame({"rank": rank, "row": row, "group": group, "collective": collective, "op": op,
+                         "bytes": bytes_, "seq": seq, "start_ns": start, "end_ns": end, "order_ns": order_ns,
+                         "step": step, "device": device})
 
 
 def op_peers(op: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

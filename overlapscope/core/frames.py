@@ -7,7 +7,7 @@ DDP rank has no pipeline, MoE or ring rows); a copy of a cached template costs a
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -26,3 +26,16 @@ def empty_frame(columns: Iterable[str], dtypes: Mapping[str, Any] | None = None,
     if template is None:
         template = _TEMPLATES[key] = pd.DataFrame({c: pd.Series(dtype=t) for c, t in zip(columns, types)})
     return template.copy()
+
+
+_BUILT: dict[str, pd.DataFrame] = {}
+
+
+def built_once(key: str, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """A copy of build()'s frame, built on the first call for `key` only: for an analyzer's result
+    with no rows, built by the analyzer's own constructor from empty arrays (so its dtypes are the
+    ones a full result has), which every rank without such rows would otherwise build again."""
+    frame = _BUILT.get(key)
+    if frame is None:
+        frame = _BUILT[key] = build()
+    return frame.copy()
