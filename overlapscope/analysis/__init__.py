@@ -11,6 +11,7 @@ from .ring import RING_LABEL, ring_attention_part, ring_steps
 from .breakdown import exposed_by_key_and_step, exposed_by_key_of_intervals, exposed_by_label_pass, launch_scopes
 from .costmodel import CostConfig
 from ..core.codes import as_str, isin
+from ..core.frames import built_once
 from .comm_classes import comm_classes
 from .crossrank import cross_rank_sections, rank_parts
 from .depgraph import rank_graph
@@ -71,7 +72,13 @@ def _by_key_steps(per_step: dict[str, pd.DataFrame]) -> pd.DataFrame:
     count, comm_ns, exposed_comm_ns. Column by column (a Series concat each): renaming, assigning
     and concatenating three frames cost ~2 ms a rank, the most of any step of analyze_rank."""
     frames = list(per_step.values())
+    if not any(len(f) for f in frames):  # a rank without comm: the same frame, empty, built once per schema
+        schema = tuple((c, tuple(map(str, f.dtypes))) for c, f in per_step.items())
+        return built_once(f"by_key_steps {schema}", lambda: _stacked_steps(per_step, frames))
+    return _stacked_steps(per_step, frames)
 
+
+def _stacked_steps(per_step: dict[str, pd.DataFrame], frames: list[pd.DataFrame]) -> pd.DataFrame:
     def stacked(columns: list[str]) -> pd.Series:
         return pd.concat([f[c] for f, c in zip(frames, columns)], ignore_index=True)
 
