@@ -5,6 +5,7 @@ categorical column and the caller maps the codes back (`classify_names(cat.categ
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Iterable, Sequence
 
@@ -66,6 +67,7 @@ def is_comm_name(names: Sequence[str], extra_patterns: Iterable[str] = ()) -> np
     return classify_kernels(names, rule_set(tuple(extra_patterns)))[0] >= 0
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a worker reads many ranks of one job: their names repeat
 def collective_of(name: str) -> str:
     """Collective type of one kernel/op name ('' when the name does not say).
 
