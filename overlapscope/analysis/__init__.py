@@ -79,8 +79,13 @@ def _by_key_steps(per_step: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def _stacked_steps(per_step: dict[str, pd.DataFrame], frames: list[pd.DataFrame]) -> pd.DataFrame:
-    def stacked(columns: list[str]) -> pd.Series:
-        return pd.concat([f[c] for f, c in zip(frames, columns)], ignore_index=True)
+    def stacked(columns: list[str]) -> pd.Series | np.ndarray:
+        parts = [f[c] for f, c in zip(frames, columns)]
+        dtypes = {p.dtype for p in parts}
+        if len(dtypes) == 1 and isinstance(next(iter(dtypes)), np.dtype) and next(iter(dtypes)).kind in "iub":
+            # one NumPy number dtype throughout: what pd.concat gives, without its ~0.4 ms
+            return np.concatenate([p.to_numpy() for p in parts])
+        return pd.concat(parts, ignore_index=True)
 
     sections = np.repeat(np.array([f"by_{c}" for c in per_step], dtype=object), [len(f) for f in frames])
     out = {"step": stacked(["step"] * len(frames)), "section": pd.Series(sections, dtype="str"), "key": stacked(list(per_step))}
