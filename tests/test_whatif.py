@@ -309,3 +309,31 @@ def test_a_walk_that_meets_itself_is_cut_and_said_not_silently_short(monkeypatch
     # unpatched, the same run's walk is whole and nothing is said
     monkeypatch.undo()
     assert not [d for d in analyze(run_of({0: rows, 1: rows})).diagnoses if "runs back into itself" in d]
+
+
+def test_comm_keys_equal_the_per_node_string_formulation():
+    """comm_keys labels only the comm nodes and joins each distinct (collective, scope/pass) pair once;
+    the labels are those of astype(str) and np.char.add over every node, node for node."""
+    from overlapscope.analysis.whatif import comm_keys
+
+    rng = np.random.default_rng(7)
+    n = 500
+    pick = lambda values: np.array(values, dtype=object)[rng.integers(0, len(values), n)]  # noqa: E731
+    nodes = pd.DataFrame({"cls": pick(["comm", "compute", "copy"]),
+                          "collective": pick(["all_reduce", "all_gather", ""]),
+                          "group": pick(["0", "1", ""]), "scope": pick(["layers.0", "layers.1", "", np.nan]),
+                          "pass": pick(["forward", "backward", ""])})
+    comm = (nodes["cls"] == "comm").to_numpy()
+    as_str = {c: nodes[c].to_numpy(object).astype(str) for c in ("collective", "group", "scope", "pass")}
+
+    def both(a, sep, b):
+        return np.where((a != "") & (b != ""), np.char.add(np.char.add(a, sep), b), "")
+
+    want = dict(as_str, collective_scope=both(as_str["collective"], " of ", as_str["scope"]),
+                collective_pass=both(as_str["collective"], " in ", as_str["pass"]))
+    got = comm_keys(nodes)
+    assert set(got) == set(want)
+    for k, v in want.items():
+        expected = np.where(comm, v, "").astype(object)
+        assert got[k].dtype == object and got[k].tolist() == expected.tolist(), k
+    assert "all_reduce of nan" in set(got["collective_scope"].tolist())  # a missing scope reads "nan", as astype(str) gave
