@@ -708,3 +708,30 @@ def test_cuda_graph_replay_kernels_belong_to_the_launch_step_and_scope(tmp_path)
             steps.loc[2, "exposed_comm_ns"]) == (35_000, 25_000, 20_000, 10_000)
     assert steps.loc[1, "comm_ns"] == 0
     assert a.by_scope[["scope", "comm_ns", "exposed_comm_ns"]].values.tolist() == [["decoder | graph", 20_000, 10_000]]
+
+
+@pytest.mark.parametrize("reader", ["nsys", "kineto"])
+def test_a_file_the_reader_may_not_open_is_one_line_naming_it_exit_2(tmp_path, monkeypatch, reader):
+    """The permission error path, reached whoever runs the suite (test_unreadable_file cannot fail as
+    root, which CI is): the open itself refuses, as it does for a file of mode 0 without root."""
+    import overlapscope.ingest.kineto_parse as kineto_parse
+    import overlapscope.ingest.nsys_schema as nsys_schema
+
+    if reader == "nsys":
+        path, module = small_run().write(tmp_path / "secret.sqlite"), nsys_schema
+    else:
+        trace = KinetoTrace(rank=0)
+        trace.kernel("gemm", 10_000, 20_000)
+        path, module = trace.write(tmp_path / "secret.json"), kineto_parse
+
+    def refuse(file, *args, **kwargs):
+        if Path(file) == path:
+            raise PermissionError(13, "Permission denied", str(file))
+        return open(file, *args, **kwargs)
+
+    monkeypatch.setattr(module, "open", refuse, raising=False)
+    out = CliRunner().invoke(main, ["analyze", str(path), "--no-cache"])
+    assert out.exit_code == 2
+    lines = out.output.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0] and "cannot read" in lines[0] and "Permission denied" in lines[0]
+    assert "Traceback" not in out.output

@@ -337,3 +337,27 @@ def test_comm_keys_equal_the_per_node_string_formulation():
         expected = np.where(comm, v, "").astype(object)
         assert got[k].dtype == object and got[k].tolist() == expected.tolist(), k
     assert "all_reduce of nan" in set(got["collective_scope"].tolist())  # a missing scope reads "nan", as astype(str) gave
+
+
+def test_solve_numbers_every_rank_s_chains_after_the_ones_before_it_an_empty_graph_included():
+    """solve counts each rank's chains with one reduceat over the concatenated nodes: a rank with no
+    graph nodes takes no chain ids, and every other rank's chains follow the earlier ranks' (each
+    rank's largest chain id + 1, computed here rank by rank)."""
+    from overlapscope.analysis import analyze_rank
+    from overlapscope.analysis.critical_path import solve
+
+    rows = [kernel(0, 30), allreduce(30, 50, launch_us=1), kernel(50, 80, launch_us=2)]
+    run = run_of({0: rows, 1: rows + [kernel(90, 95, stream="stream:9")], 2: rows})
+    sections = {t.rank: analyze_rank(t) for t in run.ranks}
+    graphs = {r: s["graph"] for r, s in sections.items()}
+    empty = graphs[1]._replace(nodes=graphs[1].nodes.iloc[:0], edges=graphs[1].edges.iloc[:0])
+    graphs = {0: graphs[0], 1: empty, 2: graphs[2], 3: graphs[1]}
+    windows = {r: sections[min(r, 2)]["windows"]["start_ns"].to_numpy(np.int64) for r in graphs}
+    solved = solve(graphs, {}, windows, pd.DataFrame(columns=["rank", "start_ns", "end_ns", "instance"]))
+    before = 0
+    for r in sorted(graphs):
+        own = graphs[r].nodes["chain"].to_numpy(np.int64)
+        got = solved.nodes.loc[solved.nodes["rank"] == r, "chain"].to_numpy(np.int64)
+        assert got.tolist() == (own + before).tolist(), r
+        before += int(own.max()) + 1 if own.size else 0
+    assert before == len(np.unique(solved.graph.chain)) and not (solved.nodes["rank"] == 1).any()

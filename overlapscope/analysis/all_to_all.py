@@ -32,7 +32,8 @@ def all_to_all_rows(events: pd.DataFrame, scopes: np.ndarray) -> pd.DataFrame:
     rank column: `combine` adds the final rank)."""
     rows = np.flatnonzero(isin(events["kind"], ("comm",)) & isin(events["collective"], ("all_to_all",)))
     if rows.size == 0:  # most ranks: the same frame, empty, built once
-        return built_once("all_to_all_rows", lambda: _rows_frame(*([np.empty(0, np.int64)] * 2), *([np.empty(0, object)] * 3)))
+        no_ints, no_text = np.empty(0, np.int64), np.empty(0, object)
+        return built_once("all_to_all_rows", lambda: _rows_frame(no_ints, no_ints, no_text, no_text, no_text))
     return _rows_frame(events["start_ns"].to_numpy(np.int64)[rows], events["end_ns"].to_numpy(np.int64)[rows],
                        as_str(events["send_split_bytes"])[rows], as_str(events["recv_split_bytes"])[rows],
                        np.asarray(scopes, dtype=object)[rows])

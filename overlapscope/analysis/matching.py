@@ -73,8 +73,9 @@ def comm_rows(events: pd.DataFrame) -> pd.DataFrame:
     # Strings are decided per distinct name (categorical codes), never per event.
     rows = np.flatnonzero(isin(events["kind"], ("comm",)))
     if rows.size == 0:  # a rank without comm: the same frame, empty, built once
-        return built_once("comm_rows", lambda: _comm_frame(*([np.empty(0, np.int64)] * 2), *([np.empty(0, object)] * 3),
-                                                           *([np.empty(0, np.int64)] * 6), np.empty(0, bool)))
+        no_ints, no_text = np.empty(0, np.int64), np.empty(0, object)
+        return built_once("comm_rows", lambda: _comm_frame(no_ints, no_ints, no_text, no_text, no_text,
+                                                           *[no_ints] * 6, np.empty(0, bool)))
     name_codes, names = codes_names(events["name"])
     # The ranges that name the operation torch performed (role comm_op: nccl:*, c10d::*).
     ann = np.flatnonzero(isin(events["role"], ("comm_op",)))

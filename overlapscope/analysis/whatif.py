@@ -56,10 +56,11 @@ def _joined(a: np.ndarray, sep: str, b: np.ndarray) -> np.ndarray:
     """a + sep + b where both are non-empty, else '': once per distinct pair."""
     codes_a, uniq_a = pd.factorize(a)
     codes_b, uniq_b = pd.factorize(b)
-    pair_codes, pairs = pd.factorize(codes_a.astype(np.int64) * max(len(uniq_b), 1) + codes_b)
-    joined = np.array([x + sep + y if x and y else "" for x, y in
-                       ((uniq_a[p // max(len(uniq_b), 1)], uniq_b[p % max(len(uniq_b), 1)]) for p in pairs)], dtype=object)
-    return joined[pair_codes] if len(pairs) else np.empty(0, dtype=object)
+    width = max(len(uniq_b), 1)
+    pair_codes, pairs = pd.factorize(codes_a.astype(np.int64) * width + codes_b)
+    firsts, seconds = uniq_a[pairs // width], uniq_b[pairs % width]
+    joined = np.array([x + sep + y if x and y else "" for x, y in zip(firsts, seconds)], dtype=object)
+    return joined[pair_codes]
 
 
 def _hidden(solved: Solved, mask: np.ndarray, *, no_sync: bool = False) -> pd.Series:

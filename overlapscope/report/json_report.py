@@ -15,6 +15,8 @@ from .whatif_report import json_sections
 
 SCHEMA = "overlapscope.report/1"
 STEP_KEYS = ("step",) + OVERLAP_COLUMNS
+STEP_RECORD_KEYS = list(STEP_KEYS) + ["window_start_ns", "window_end_ns", "overlap_pct", "exposed_comm_pct"]
+"""The keys of a rank's step records, in order."""
 
 
 def _clean(value: Any) -> Any:
@@ -76,9 +78,6 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
         "diagnoses": list(analysis.diagnoses),
         **json_sections(analysis),
     }
-
-
-STEP_RECORD_KEYS = list(STEP_KEYS) + ["window_start_ns", "window_end_ns", "overlap_pct", "exposed_comm_pct"]
 
 
 def _steps_by_rank(steps: pd.DataFrame) -> dict[Any, list[dict[str, Any]]]:
