@@ -142,3 +142,74 @@ def test_many_what_ifs_swept_together_equal_each_solved_alone(seed, ordered, mon
         assert len(got) == len(wants)
         for g, w in zip(got, wants):
             assert np.array_equal(g, w)
+
+
+def synced_graph(rng: np.random.Generator, ranks: int = 12, steps: int = 3, collectives: int = 8,
+                 pinned: bool = False) -> Graph:
+    """Each rank's steps: runs of one to three compute kernels (one chain) between all-reduces that
+    every rank of the step joins; lane edges around the comm nodes; every node's base is its step's
+    window start. Hiding one all-reduce shifts what follows it on every rank by the same amount once
+    the next all-reduce has gathered the ranks: the early stop's case. pinned: one kernel per step
+    late in rank 0's step starts at a fixed time (its base), so the shift cannot pass it."""
+    head, base, g, dur, inst, transfer, src, dst, lag = ([] for _ in range(9))
+    for r in range(ranks):
+        for s in range(steps):
+            window = s * 10_000
+            for k in range(collectives):
+                for j in range(int(rng.integers(1, 4))):
+                    if j == 0 and k > 0:  # the lane edge from the all-reduce before
+                        src.append(len(head) - 1), dst.append(len(head)), lag.append(int(rng.integers(0, 3)))
+                    head.append(j == 0), base.append(window), g.append(0 if j == 0 else int(rng.integers(-2, 1)))
+                    dur.append(int(rng.integers(5, 60))), inst.append(-1), transfer.append(0)
+                src.append(len(head) - 1), dst.append(len(head)), lag.append(0)
+                head.append(True), base.append(window), g.append(0), dur.append(0)
+                inst.append(s * collectives + k), transfer.append(int(rng.integers(1, 40)))
+    n = len(head)
+    u = rng.integers(0, 4, n)
+    graph = Graph(chain=np.cumsum(head) - 1, head=np.array(head), base=np.array(base), g=np.array(g), u=u,
+                  dur=np.array(dur), inst=np.array(inst), transfer=np.array(transfer), src=np.array(src),
+                  dst=np.array(dst), lag=np.array(lag))
+    if pinned:
+        x0, _ = full_forward(graph)
+        rank0 = np.flatnonzero((np.arange(n) < n // ranks) & (graph.inst < 0))
+        late = [int(rank0[(graph.base[rank0] == s * 10_000)][-2]) for s in range(steps)]
+        base = graph.base.copy()
+        base[late] = x0[late] - graph.u[late]  # its start now set by its base: no headroom
+        graph = graph._replace(base=base)
+    return graph
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+@pytest.mark.parametrize("seed", range(6))
+def test_a_what_if_that_became_a_uniform_shift_stops_early_and_equals_the_full_solve(seed, pinned, monkeypatch):
+    import overlapscope.analysis.longest_path as lp
+    import overlapscope.analysis.uniform_shift as us
+    rng = np.random.default_rng(300 + seed)
+    graph = synced_graph(rng, pinned=pinned)
+    plan = Plan.of(graph)
+    assert plan.order is not None
+    x0, y0 = full_forward(graph)
+    outcomes = []
+    shift_rest = us.Cuts.shift_rest
+    monkeypatch.setattr(us.Cuts, "shift_rest", lambda self, *a: outcomes.append(shift_rest(self, *a)) or outcomes[-1])
+    matched = graph.inst >= 0
+    variants, wants = [], []
+    collectives = int(graph.inst.max()) + 1
+    for k in range(collectives // 3):  # hide the k-th all-reduce of every step, as whatif_by_instance does
+        mask = np.isin(graph.inst, [k, k + collectives // 3, k + 2 * collectives // 3])
+        transfer = np.where(mask & matched, 0, graph.transfer)
+        variants.append((graph.dur, transfer, mask))
+        wants.append(full_forward(graph, transfer=transfer)[1])
+    for per_batch in (1, 4):
+        monkeypatch.setattr(lp, "MAX_COPY_NODES", per_batch * graph.base.size)
+        outcomes.clear()
+        got = list(lp.forward_many(graph, iter(variants), plan=plan, warm=(x0, y0)))
+        for g, w in zip(got, wants):
+            assert np.array_equal(g, w)
+        assert not all(outcomes)  # declined where the shift was not yet uniform
+        if not pinned:
+            assert any(outcomes)  # taken, and gave the full solve's answer
+    if pinned:  # the headroom rule is what keeps it exact there: without it the answers go wrong
+        monkeypatch.setattr(us.Cuts, "_room_after", lambda self, comps, layer: np.full(comps.size, 2 ** 62))
+        got = list(lp.forward_many(graph, iter(variants), plan=plan, warm=(x0, y0)))
+        assert any(outcomes) and not all(np.array_equal(g, w) for g, w in zip(got, wants))

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.intervals import distinct
+from .uniform_shift import NO_CHECK, Cuts
 
 NEVER = np.int64(-(2 ** 62))
 LATEST = np.int64(2 ** 62)
@@ -194,11 +195,13 @@ def forward_many(graph: Graph, variants: Iterable[tuple[np.ndarray, np.ndarray, 
     """The ends y of each what-if in variants, (dur, transfer, changed) each, in order: what
     forward(graph, dur, transfer, plan=plan, warm=(*warm, changed))[1] gives for each, but the
     variants swept together (_sweep's copies) in batches of up to MAX_COPY_NODES nodes, so a sweep's
-    per-layer NumPy calls are paid once per batch, not once per variant. Without a topological
-    order (a cycle) each is solved alone."""
+    per-layer NumPy calls are paid once per batch, not once per variant; a variant whose change has
+    become a uniform shift stops there (uniform_shift.py). Without a topological order (a cycle)
+    each is solved alone."""
     n = graph.base.size
     batch = max(1, MAX_COPY_NODES // max(n, 1))
     members = _members_of(graph, plan)
+    cuts = c_measured = None  # built with the first batch that sweeps
     pending = iter(variants)
     while chunk := list(itertools.islice(pending, batch)):
         if plan.order is None:
@@ -208,12 +211,25 @@ def forward_many(graph: Graph, variants: Iterable[tuple[np.ndarray, np.ndarray, 
         copies = len(chunk)
         dur = np.concatenate([v[0] for v in chunk])
         transfer = np.concatenate([v[1] for v in chunk])
-        copied = graph._replace(head=np.tile(graph.head, copies))  # the chain prefix restarts at each copy
-        c = _chain_prefix(copied, np.concatenate([_increments(graph, v[0]) for v in chunk]))
+        if c_measured is None:
+            c_measured = _chain_prefix(graph, _increments(graph, graph.dur))
+        # a variant that keeps every duration (one hiding transfers only) keeps the measured chain prefix
+        c = np.concatenate([c_measured if np.array_equal(v[0], graph.dur) else
+                            _chain_prefix(graph, _increments(graph, v[0])) for v in chunk])
         dirty = np.concatenate([_warm_dirty(graph, plan, v[2]) for v in chunk])
-        _, y = _sweep(graph, plan, members, c, dur, transfer, np.tile(warm[0], copies), np.tile(warm[1], copies),
-                      dirty, copies)
+        if cuts is None:
+            cuts = Cuts.of(graph, plan, *warm)
+        early = _EarlyStop(cuts, graph.base.size, np.array([cuts.first_check(v[2]) for v in chunk], np.int64))
+        _, y = _sweep(graph, plan, members, c, dur, transfer, _tiled(warm[0], copies), _tiled(warm[1], copies),
+                      dirty, copies, early)
         yield from y.reshape(copies, n)
+
+
+def _tiled(values: np.ndarray, copies: int) -> np.ndarray:
+    """values repeated copies times back to back (one broadcast copy; np.tile goes through repeat)."""
+    out = np.empty(copies * values.size, values.dtype)
+    out.reshape(copies, values.size)[:] = values
+    return out
 
 
 def _members_of(graph: Graph, plan: Plan) -> "Members":
@@ -385,19 +401,50 @@ class Order(NamedTuple):
                    np.concatenate(layers) if layers else np.empty(0, np.int64))
 
 
+class _EarlyStop:
+    """The copies' uniform-shift checks (uniform_shift.Cuts): each copy's next check layer, first its
+    last changed layer, then 1, 2, 4... checkable layers further after each miss."""
+
+    def __init__(self, cuts: Cuts, n: int, first: np.ndarray) -> None:
+        self.cuts, self.n = cuts, n
+        self.next, self.gap = first, np.ones(first.size, np.int64)
+        self.finished = np.zeros(first.size, bool)
+
+    def after(self, layer: int, x: np.ndarray, y: np.ndarray, by_copy: np.ndarray, order: "Order") -> None:
+        """After the sweep has finished layer: finish each due copy that has shifted uniformly
+        (its later times written, its later units no longer dirty), reschedule the others."""
+        for k in np.flatnonzero(self.next == layer):
+            if self.cuts.shift_rest(layer, x, y, int(k) * self.n):
+                by_copy[k, order.layer_units[order.layer_ptr[layer + 1]:]] = False
+                self.next[k], self.finished[k] = NO_CHECK, True
+            else:
+                self.next[k] = self.cuts.next_checkable(layer + int(self.gap[k]))
+                self.gap[k] *= 2
+
+
 def _sweep(graph: Graph, plan: Plan, members: Members, c: np.ndarray, dur: np.ndarray, transfer: np.ndarray,
-           x: np.ndarray, y: np.ndarray, dirty: np.ndarray, copies: int = 1) -> tuple[np.ndarray, np.ndarray]:
+           x: np.ndarray, y: np.ndarray, dirty: np.ndarray, copies: int = 1,
+           early: _EarlyStop | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each dirty unit once, layer by layer: its inputs are final when its layer comes. A unit whose
     result moved marks the units that read it (the next sub-chain of its lane, the sub-chains its
     edges enter, its instance); cold, every unit is dirty. copies: c, dur, transfer, x and y hold that
     many variants of the graph's times back to back (node n of copy k at k N + n) and dirty their
-    units (unit u at k U + u), all swept at once: the layers' NumPy calls are paid once, not per copy."""
+    units (unit u at k U + u), all swept at once: the layers' NumPy calls are paid once, not per copy.
+    early: the copies' uniform-shift checks, made after each layer (forward_many)."""
     order = plan.order
     n, subs = graph.base.size, order.sub_start.size
     per_copy = dirty.size // copies
     by_copy = dirty.reshape(copies, per_copy)
-    for layer in range(order.layer_ptr.size - 1):
+    first_layer = 0
+    if early is not None:  # the layers before every copy's first change have nothing to do
+        dirty_units = np.flatnonzero(dirty) % per_copy
+        first_layer = int(early.cuts.unit_layer[dirty_units].min()) if dirty_units.size else order.layer_ptr.size
+    for layer in range(first_layer, order.layer_ptr.size - 1):
         layer_units = order.layer_units[order.layer_ptr[layer]:order.layer_ptr[layer + 1]]
+        if early is not None and layer > first_layer:
+            early.after(layer - 1, x, y, by_copy, order)
+            if early.finished.all():
+                break
         copy, at_unit = np.nonzero(by_copy[:, layer_units])
         if copy.size == 0:
             continue
