@@ -213,3 +213,22 @@ def test_a_what_if_that_became_a_uniform_shift_stops_early_and_equals_the_full_s
         monkeypatch.setattr(us.Cuts, "_room_after", lambda self, comps, layer: np.full(comps.size, 2 ** 62))
         got = list(lp.forward_many(graph, iter(variants), plan=plan, warm=(x0, y0)))
         assert any(outcomes) and not all(np.array_equal(g, w) for g, w in zip(got, wants))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_weak_components_equal_scipy(seed):
+    # uniform_shift's NumPy union-find against SciPy's graph search, on random sparse graphs with long
+    # chains (a lane), self-loops and isolated nodes; labels numbered by least node, as SciPy's
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    from overlapscope.analysis.uniform_shift import _weak_components
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    chain = rng.permutation(n)[: n // 2]
+    src = np.r_[chain[:-1], rng.integers(0, n, n // 3)].astype(np.int64)
+    dst = np.r_[chain[1:], rng.integers(0, n, n // 3)].astype(np.int64)
+    expected = connected_components(coo_matrix((np.ones(src.size), (src, dst)), shape=(n, n)),
+                                    directed=True, connection="weak")[1]
+    np.testing.assert_array_equal(_weak_components(n, src, dst), expected)

@@ -22,8 +22,6 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 NO_CHECK = np.iinfo(np.int64).max
 """A copy's next check layer once it is finished or has no checkable layer left."""
@@ -185,10 +183,31 @@ def _components(graph, plan, n: int) -> np.ndarray:
     lane = np.flatnonzero(~graph.head)
     member = plan.members
     first_member = np.repeat(member[plan.member_ptr[:-1]], np.diff(plan.member_ptr))
-    src = np.r_[lane - 1, graph.src, first_member]
-    dst = np.r_[lane, graph.dst, member]
-    adjacency = coo_matrix((np.ones(src.size, np.int8), (src, dst)), shape=(n, n))
-    return connected_components(adjacency, directed=True, connection="weak")[1].astype(np.int64)
+    src = np.r_[lane - 1, graph.src, first_member].astype(np.int64)
+    dst = np.r_[lane, graph.dst, member].astype(np.int64)
+    return _weak_components(n, src, dst)
+
+
+def _weak_components(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Component of each of n nodes under undirected edges src-dst, numbered 0, 1... by their least
+    node. NumPy union-find, not scipy.sparse.csgraph: SciPy costs a small analyze its import
+    (test_cli_startup). Each round hooks every edge's larger root under its smaller one (a parent is
+    never above its child, so no cycle) and then pointer-jumps to the roots; a lane of k nodes is
+    one round, and rounds stop when every edge's ends share a root."""
+    parent = np.arange(n, dtype=np.int64)
+    while True:
+        a, b = parent[src], parent[dst]
+        apart = a != b
+        if not apart.any():
+            break
+        a, b = a[apart], b[apart]
+        np.minimum.at(parent, np.maximum(a, b), np.minimum(a, b))
+        while True:
+            jumped = parent[parent]
+            if np.array_equal(jumped, parent):
+                break
+            parent = jumped
+    return np.unique(parent, return_inverse=True)[1].astype(np.int64)
 
 
 def _within_budget(size: np.ndarray, budget: int) -> np.ndarray:
