@@ -3,8 +3,9 @@
 Builds one small event table per rank (C all-reduces on one process group with sequence numbers,
 each rank's clock skewed, a compute kernel before each), runs the per-rank map (`analyze_rank`)
 once, then times the reduce (`combine`) and, inside it, the cross-rank sections (matching, clock
-offsets, wait/transfer, stragglers), the clock solve alone, and the what-if sections. Wall and CPU seconds are printed with the load average, since the
-machine may be shared.
+offsets, wait/transfer, stragglers), the clock solve alone, and the what-if sections. The reduce runs
+with the ranks' results frozen (pool.frozen_heap), as the pipeline runs it. Wall and CPU seconds are
+printed with the load average, since the machine may be shared.
 
     python benchmarks/reduce_scale.py --ranks 64 256 1024 --collectives 200
 """
@@ -19,6 +20,7 @@ import pandas as pd
 
 from overlapscope.analysis import analyze_rank, combine
 from overlapscope.core.table import RankMeta, RankTrace, Run, make_table
+from overlapscope.pipeline.pool import frozen_heap
 
 
 def rank_trace(rank: int, collectives: int, rng: np.random.Generator) -> RankTrace:
@@ -93,7 +95,8 @@ def main() -> None:
         sections, map_s, _ = timed(lambda: [analyze_rank(t) for t in traces])
         with Stopwatch({"cross": (analysis, "cross_rank_sections"), "clock": (matching, "estimate_offsets"),
                         "whatif": (analysis, "whatif_sections")}) as watch:
-            result, wall, cpu = timed(lambda: combine(run, sections))
+            with frozen_heap(collect=True):  # as pipeline/distributed.py reduces: collections skip the ranks' results
+                result, wall, cpu = timed(lambda: combine(run, sections))
         assert len(result.collectives) == n * args.collectives, len(result.collectives)
         print(f"{n:>6} {args.collectives:>11} {map_s:>8.2f} {wall:>12.2f} {cpu:>11.2f} {watch.spent['cross']:>11.2f} "
               f"{watch.spent['clock']:>12.2f} {watch.spent['whatif']:>8.2f}")

@@ -224,3 +224,24 @@ def test_sequence_number_on_one_rank_only_is_unmatched():
     rep = analyze_collectives({0: table(0, r0), 1: table(1, r1)})
     assert rep.collectives["seq"].tolist() == [7, 7]
     assert rep.unmatched[["rank", "reason", "count"]].values.tolist() == [[0, "no other rank has this sequence number", 1]]
+
+
+def test_parts_renumbered_unless_their_rows_carry_the_rank_already():
+    import numpy as np
+
+    from overlapscope.analysis.crossrank import _carried_rank, _numbered
+    from overlapscope.core.table import make_table
+
+    events = make_table(-1, lane=["stream:7"], kind=["comm"], name=["ncclDevKernel_AllReduce_Sum_f32_RING_LL"],
+                        start_ns=[0], end_ns=[5], collective=["all_reduce"])
+    assert _carried_rank(events) == -1
+    assert _carried_rank(events.iloc[:0]) is None
+    mixed = events.assign(rank=np.array([3], np.int32))
+    assert _carried_rank(pd.concat([events, mixed], ignore_index=True)) is None
+    comm = pd.DataFrame({"rank": np.array([-1, -1], np.int64), "x": [1, 2]})
+    renumbered = _numbered(comm, 4, -1)  # the reader said -1, the run numbered it 4
+    assert renumbered["rank"].tolist() == [4, 4] and renumbered["rank"].dtype == np.int64
+    assert comm["rank"].tolist() == [-1, -1]  # the part itself is left as it was
+    assert _numbered(comm, -1, -1) is comm  # carried already: no copy and no read
+    assert _numbered(comm, 4, None)["rank"].tolist() == [4, 4]  # unknown: read and compared
+    assert _numbered(comm.assign(rank=4), 4, None)["rank"].tolist() == [4, 4]

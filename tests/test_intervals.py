@@ -127,3 +127,28 @@ def test_cut_at_splits_only_at_points_strictly_inside():
     out = iv.cut_at(s, np.array([5, 10, 20, 25, 25, 40, -3]))  # 10, 20 are edges; 40, -3 outside
     assert out.starts.tolist() == [0, 5, 20, 25] and out.ends.tolist() == [5, 10, 25, 30]
     assert iv.cut_at(s, np.array([10, 50])) is s
+
+
+def test_owned_intervals_rows_of_each_owner_in_the_order_asked():
+    import pandas as pd
+
+    frame = lambda s, e: pd.DataFrame({"start_ns": np.array(s, np.int64), "end_ns": np.array(e, np.int64)})
+    # columns in either order, a frame of more columns, an empty table and no table at all
+    tables = {7: frame([1, 5], [2, 9]), 3: frame([], []), 4: None,
+              2: pd.DataFrame({"end_ns": [30], "start_ns": [20]}),
+              9: pd.DataFrame({"x": [0.5], "start_ns": [100], "end_ns": [200]})}
+    owned = iv.OwnedIntervals.of(tables)
+    starts, ends, at = owned.rows_of(np.array([7, 2, 7, 3, 9, 4]))
+    # the oracle: each owner's table read column by column, in the order asked
+    want = [(s, e, k) for k, o in enumerate([7, 2, 7, 3, 9, 4]) if tables[o] is not None
+            for s, e in zip(tables[o]["start_ns"], tables[o]["end_ns"])]
+    assert list(zip(starts.tolist(), ends.tolist(), at.tolist())) == want
+    assert starts.dtype == ends.dtype == at.dtype == np.int64
+    assert owned.held(np.array([7, 3, 4, 5, 2, 100, -1])).tolist() == [True, True, False, False, True, False, False]
+    import pytest
+
+    with pytest.raises(KeyError):
+        owned.rows_of(np.array([7, 5]))
+    empty = iv.OwnedIntervals.of({})
+    assert [a.size for a in empty.rows_of(np.empty(0, np.int64))] == [0, 0, 0]
+    assert empty.held(np.array([1])).tolist() == [False]

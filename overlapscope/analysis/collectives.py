@@ -124,10 +124,12 @@ def collectives_of_ranks(comm: Mapping[int, pd.DataFrame], uncovered: Mapping[in
     matched = match_collectives(comm, config, ranks)
     offsets = matched.clock.offsets_ns
     rows = _wait_transfer(matched.rows, offsets)
+    uncovered = iv.OwnedIntervals.of(uncovered)  # each rank's tables read once, not once per section and key
     rows = _exposed(rows, uncovered)
     rows = _bandwidth(rows, group_sizes or {})
     timed = wait_transfer_time(rows[list(_TIMED_COLUMNS)].assign(
-        start_ns=rows["recorded_start_ns"], end_ns=rows["recorded_end_ns"]), uncovered, windows)
+        start_ns=rows["recorded_start_ns"], end_ns=rows["recorded_end_ns"]), uncovered,
+        iv.OwnedIntervals.of(windows or {}))
     out = rows.sort_values(["instance_start_ns", "instance", "rank"], kind="stable")
     out["instance"] = pd.factorize(out["instance"])[0].astype(np.int64)
     out = out[list(COLLECTIVE_COLUMNS)].reset_index(drop=True)
@@ -175,7 +177,7 @@ def _wait_transfer(rows: pd.DataFrame, offsets: Mapping[int, int]) -> pd.DataFra
     return rows
 
 
-def _exposed(rows: pd.DataFrame, uncovered: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
+def _exposed(rows: pd.DataFrame, uncovered: iv.OwnedIntervals) -> pd.DataFrame:
     rows = rows.copy()
     # In each rank's own recorded time: compute and comm share its clock.
     s = rows["recorded_start_ns"].to_numpy(np.int64)
@@ -183,10 +185,7 @@ def _exposed(rows: pd.DataFrame, uncovered: Mapping[int, pd.DataFrame]) -> pd.Da
     # where the wait ends and the transfer begins, in recorded time
     split = np.clip(rows["last_start_ns"].to_numpy(np.int64) - (rows["start_ns"].to_numpy(np.int64) - s), s, e)
     ranks, at = np.unique(rows["rank"].to_numpy(np.int64), return_inverse=True)
-    gaps = [uncovered[int(r)] for r in ranks]
-    gap_s, gap_e = (np.concatenate([np.empty(0, np.int64)] + [g[c].to_numpy(np.int64) for g in gaps])
-                    for c in ("start_ns", "end_ns"))
-    gap_at = np.repeat(np.arange(ranks.size), [len(g) for g in gaps])
+    gap_s, gap_e, gap_at = uncovered.rows_of(ranks)
     lift = iv.Lifted.of([s, e, gap_s, gap_e], ranks.size)
     if lift is None:  # times too far apart to lift: one rank at a time
         wait, transfer = np.zeros(s.size, np.int64), np.zeros(s.size, np.int64)
@@ -209,7 +208,8 @@ def _bandwidth(rows: pd.DataFrame, group_sizes: Mapping[str, int]) -> pd.DataFra
     # S: the whole tensor (the reader stores it so for all_gather / reduce_scatter); ranks agree.
     nbytes = inst["bytes"].transform("max").to_numpy(np.int64)
     rows["bytes"] = nbytes
-    sizes = rows["group"].map(lambda g: group_sizes.get(g, 0)).to_numpy(np.int64)
+    codes, names = pd.factorize(rows["group"])  # a lookup per distinct group, not per row
+    sizes = np.array([group_sizes.get(g, 0) for g in names] + [0], dtype=np.int64)[codes]
     rows["group_size"] = np.where(sizes > 0, sizes, rows["ranks"].to_numpy())
     rows["instance_transfer_ns"] = inst["transfer_ns"].transform("max").to_numpy(np.int64)
     factor = busbw_factor(rows["collective"].to_numpy(object), rows["group_size"].to_numpy())

@@ -89,7 +89,8 @@ def cost_model(collectives: pd.DataFrame, *, hosts: Mapping[int, str], device_na
     known = collectives[collectives["bytes"].to_numpy() > 0]
     if known.empty:
         return pd.DataFrame(columns=COST_COLUMNS)
-    host_of = known["rank"].map(lambda r: hosts.get(int(r), ""))
+    ranks, at = np.unique(known["rank"].to_numpy(np.int64), return_inverse=True)  # a lookup per rank, not per row
+    host_of = pd.Series(np.array([hosts.get(int(r), "") for r in ranks], dtype=object)[at.reshape(-1)], index=known.index)
     per = known.assign(host=host_of).groupby("instance").agg(
         group=("group", "first"), collective=("collective", "first"), bytes=("bytes", "first"),
         ranks=("rank", "size"), group_size=("group_size", "first"), hosts=("host", "nunique"),

@@ -182,7 +182,8 @@ def match_collectives(comm: pd.DataFrame, config: MatchConfig = MatchConfig(),
         clock = _clock(comm, ranks, config)
     for key in pending:
         _match_by_time(comm, key, clock.offsets_ns, config)
-    clock = _clock(comm, ranks, config)
+    if pending:  # labels changed since the last solve (else it would give the same offsets again)
+        clock = _clock(comm, ranks, config)
 
     matched = comm["label"].to_numpy() >= 0
     # A sequence number seen on one rank only is no cross-rank collective.

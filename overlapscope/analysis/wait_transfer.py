@@ -23,13 +23,13 @@ WAIT_TRANSFER_COLUMNS = ("rank", *KEYS, "collectives", "wait_ns", "transfer_ns",
                          "exposed_transfer_ns")
 
 
-def wait_transfer_time(rows: pd.DataFrame, uncovered: Mapping[int, pd.DataFrame],
-                       windows: Mapping[int, pd.DataFrame | None] | None = None) -> pd.DataFrame:
+def wait_transfer_time(rows: pd.DataFrame, uncovered: Mapping[int, pd.DataFrame] | iv.OwnedIntervals,
+                       windows: Mapping[int, pd.DataFrame | None] | iv.OwnedIntervals | None = None) -> pd.DataFrame:
     """WAIT_TRANSFER_COLUMNS, one row per rank and key. rows: one per (instance, rank) with rank, KEYS,
     instance and, in the rank's recorded time, start_ns, split_ns (where its wait ends and its
     transfer begins) and end_ns. uncovered: rank -> start_ns, end_ns of its W \\ C. windows: rank ->
     its step windows (start_ns, end_ns), which clip the times as comm_ns is clipped (whole trace when
-    absent)."""
+    absent). Either may come stacked already (`intervals.OwnedIntervals`)."""
     grouped = rows.groupby(["rank", *KEYS], sort=True, observed=True)
     labels = grouped["instance"].nunique()
     n = len(labels)
@@ -37,14 +37,13 @@ def wait_transfer_time(rows: pd.DataFrame, uncovered: Mapping[int, pd.DataFrame]
     group_rank = labels.index.get_level_values(0).to_numpy(np.int64) if n else np.empty(0, np.int64)
     start, split, end = (rows[c].to_numpy(np.int64) for c in ("start_ns", "split_ns", "end_ns"))
     # each key's rank's uncovered time and step windows, repeated per key (keys per rank are few)
-    gaps = [uncovered[int(r)] for r in group_rank]
-    wins = [(windows or {}).get(int(r)) for r in group_rank]
-    gap_s, gap_e, win_s, win_e = (np.concatenate([np.empty(0, np.int64)] + [
-        f[c].to_numpy(np.int64) for f in frames if f is not None]) for frames, c in (
-        (gaps, "start_ns"), (gaps, "end_ns"), (wins, "start_ns"), (wins, "end_ns")))
-    gap_at = np.repeat(np.arange(n), [len(g) for g in gaps])
-    win_at = np.repeat(np.arange(n), [0 if w is None else len(w) for w in wins])
-    unclipped = np.flatnonzero([w is None for w in wins])
+    uncovered = uncovered if isinstance(uncovered, iv.OwnedIntervals) else iv.OwnedIntervals.of(uncovered)
+    windows = windows if isinstance(windows, iv.OwnedIntervals) else iv.OwnedIntervals.of(windows or {})
+    gap_s, gap_e, gap_at = uncovered.rows_of(group_rank)
+    clipped = windows.held(group_rank)
+    win_s, win_e, win_at = windows.rows_of(group_rank[clipped])
+    win_at = np.flatnonzero(clipped)[win_at]
+    unclipped = np.flatnonzero(~clipped)
     lift = iv.Lifted.of([start, split, end, gap_s, gap_e, win_s, win_e], n)
     if lift is None:  # times too far apart to lift together: one key at a time
         totals = np.zeros((4, n), np.int64)

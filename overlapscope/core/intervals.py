@@ -6,7 +6,7 @@ sorted, disjoint, non-empty and non-touching - what `merge` returns. Every funct
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
@@ -257,3 +257,60 @@ class Lifted(NamedTuple):
         cum = np.r_[0, np.cumsum(s.ends - s.starts)].astype(I64)
         at = np.searchsorted(s.starts, np.arange(groups + 1, dtype=I64) * self.stride)
         return cum[at[1:]] - cum[at[:-1]]
+
+
+class OwnedIntervals(NamedTuple):
+    """Many owners' interval tables (each rank's uncovered time, its step windows) stacked once:
+    owner owners[i]'s rows are starts/ends[bounds[i]:bounds[i + 1]]; has[i] is False for an owner
+    given no table (None). Reading two columns of a small frame costs ~30 us; the reduce reads
+    each rank's tables once here instead of once per key and per section."""
+
+    owners: np.ndarray
+    bounds: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    has: np.ndarray
+
+    @classmethod
+    def of(cls, tables: Mapping[int, Any]) -> "OwnedIntervals":
+        """tables: owner -> a frame with start_ns and end_ns columns, or None."""
+        owners = np.array(sorted(int(o) for o in tables), dtype=I64)
+        frames = [tables[int(o)] for o in owners]
+        has = np.array([f is not None for f in frames], dtype=bool)
+        pairs = [_start_end(f) for f in frames if f is not None]
+        sizes = np.zeros(owners.size, I64)
+        sizes[has] = [len(p) for p in pairs]
+        both = np.concatenate([np.empty((0, 2), I64)] + pairs)
+        return cls(owners, np.r_[0, np.cumsum(sizes)].astype(I64), both[:, 0].copy(), both[:, 1].copy(), has)
+
+    def rows_of(self, owners: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """starts, ends and at (the position in `owners`) of every row of each owner in `owners`, in
+        that order (an owner may repeat). An owner not held raises KeyError, as a mapping would."""
+        owners = np.asarray(owners, dtype=I64)
+        pos = np.searchsorted(self.owners, owners)
+        held = pos < self.owners.size
+        held[held] = self.owners[pos[held]] == owners[held]
+        if not held.all():
+            raise KeyError(int(owners[~held][0]))
+        first, sizes = self.bounds[pos], self.bounds[pos + 1] - self.bounds[pos]
+        at = np.repeat(np.arange(owners.size, dtype=I64), sizes)
+        rows = np.arange(at.size, dtype=I64) - np.repeat(np.cumsum(sizes) - sizes, sizes) + first[at]
+        return self.starts[rows], self.ends[rows], at
+
+    def held(self, owners: np.ndarray) -> np.ndarray:
+        """Whether each owner in `owners` was given a table (False for None or absent)."""
+        owners = np.asarray(owners, dtype=I64)
+        pos = np.minimum(np.searchsorted(self.owners, owners), max(self.owners.size - 1, 0))
+        if not self.owners.size:
+            return np.zeros(owners.size, bool)
+        return (self.owners[pos] == owners) & self.has[pos]
+
+
+def _start_end(frame: Any) -> np.ndarray:
+    """A frame's start_ns and end_ns as an (n, 2) int64 array; a frame of just those two columns in
+    one call, its names read as a list (~11 us: reading a column of a frame not read before builds
+    its columns' hash table, ~95 us)."""
+    names = frame.columns.tolist()
+    if len(names) == 2:
+        return frame.to_numpy(I64)[:, [names.index("start_ns"), names.index("end_ns")]]
+    return np.stack([frame["start_ns"].to_numpy(I64), frame["end_ns"].to_numpy(I64)], axis=1)
