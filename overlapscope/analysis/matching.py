@@ -158,7 +158,7 @@ def stream_keys(comm: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 def match_collectives(comm: pd.DataFrame, config: MatchConfig = MatchConfig(),
                       ranks: list[int] | None = None) -> Matched:
     """Assign every comm row (from `comm_rows` of all ranks, concatenated) to a collective instance."""
-    comm = comm.reset_index(drop=True).copy()
+    comm = comm.reset_index(drop=True)  # a copy already (pandas 2), or copied on write (3)
     comm["key"], reason = stream_keys(comm)
     comm["label"] = -1
     comm["match"] = ""
