@@ -245,3 +245,17 @@ def test_parts_renumbered_unless_their_rows_carry_the_rank_already():
     assert _numbered(comm, -1, -1) is comm  # carried already: no copy and no read
     assert _numbered(comm, 4, None)["rank"].tolist() == [4, 4]  # unknown: read and compared
     assert _numbered(comm.assign(rank=4), 4, None)["rank"].tolist() == [4, 4]
+
+
+def test_stream_keys_join_group_collective_and_op_of_each_row():
+    import numpy as np
+
+    from overlapscope.analysis.matching import stream_keys
+
+    rng = np.random.default_rng(3)
+    pick = lambda vals: rng.choice(np.array(vals, dtype=object), 500)
+    comm = pd.DataFrame({"group": pick(["0", "", "pg:tp", None]), "collective": pick(["all_reduce", "all_gather", ""]),
+                         "op": pick(["c10d::allreduce_", "", "nccl:all_gather"]), "rank": rng.integers(0, 3, 500)})
+    key, reason = stream_keys(comm)
+    assert key.dtype == object and reason.tolist() == [""] * 500
+    assert key.tolist() == [f"{g}|{c}|{o}" for g, c, o in zip(comm["group"], comm["collective"], comm["op"])]

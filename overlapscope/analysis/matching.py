@@ -129,13 +129,20 @@ def stream_keys(comm: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     A p2p row's stream is its direction in its group, `group|p2p|src->dst`: from the op's own
     ranks (`nccl:send 0->1`; group ranks) when every p2p row of the group has them, else - in a
     group where exactly two ranks do p2p - from those two ranks (global)."""
-    group = comm["group"].to_numpy(object).astype(str)
-    coll = comm["collective"].to_numpy(object).astype(str)
-    key = np.char.add(np.char.add(np.char.add(group, "|"), np.char.add(coll, "|")), comm["op"].to_numpy(object).astype(str))
-    key = key.astype(object)
+    # `group|collective|op`, joined once per distinct triple (a few per run), not per row
+    (g, group_names), (c, coll_names), (o, op_names) = (
+        pd.factorize(comm[col].to_numpy(object), use_na_sentinel=False) for col in ("group", "collective", "op"))
+    group_names, coll_names, op_names = (np.asarray(n, dtype=object).astype(str)
+                                         for n in (group_names, coll_names, op_names))
+    triple, at = np.unique((g.astype(np.int64) * len(coll_names) + c) * len(op_names) + o, return_inverse=True)
+    gi, rest = np.divmod(triple, len(coll_names) * len(op_names))
+    ci, oi = np.divmod(rest, len(op_names))
+    names = [f"{a}|{b}|{d}" for a, b, d in zip(group_names[gi].tolist(), coll_names[ci].tolist(), op_names[oi].tolist())]
+    key = np.array(names + [""], dtype=object)[:-1][at.reshape(-1)]
     reason = np.full(len(comm), "", dtype=object)
-    p2p = np.isin(coll, P2P)
+    p2p = np.isin(coll_names, P2P)[c]
     if p2p.any():
+        group, coll = group_names[g], coll_names[c]
         rank = comm["rank"].to_numpy(np.int64)
         op_src, op_dst = op_peers(comm["op"].to_numpy(object))
         for g in np.unique(group[p2p]):
