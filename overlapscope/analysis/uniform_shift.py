@@ -75,8 +75,7 @@ class Cuts(NamedTuple):
         order = plan.order
         n, subs = graph.base.size, order.sub_start.size
         layers = order.layer_ptr.size - 1
-        unit_layer = np.empty(order.layer_units.size, np.int64)
-        unit_layer[order.layer_units] = np.repeat(np.arange(layers, dtype=np.int64), np.diff(order.layer_ptr))
+        unit_layer = order.unit_layer
         member = graph.inst >= 0
         x_layer = unit_layer[order.node_sub]
         y_layer = x_layer.copy()
