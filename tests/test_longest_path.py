@@ -232,3 +232,15 @@ def test_weak_components_equal_scipy(seed):
     expected = connected_components(coo_matrix((np.ones(src.size), (src, dst)), shape=(n, n)),
                                     directed=True, connection="weak")[1]
     np.testing.assert_array_equal(_weak_components(n, src, dst), expected)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_members_of_instances_are_the_nodes_of_those_instances(seed):
+    rng = np.random.default_rng(400 + seed)
+    graph = random_graph(rng)
+    plan = Plan.of(graph)
+    count = int(graph.inst.max()) + 1
+    ids = rng.permutation(count)[: int(rng.integers(0, count + 1))]
+    got = plan.members_of(ids.astype(np.int64))
+    assert np.array_equal(np.sort(got), np.flatnonzero(np.isin(graph.inst, ids)))
+    assert np.array_equal(graph.inst[got], np.repeat(ids, np.bincount(graph.inst[graph.inst >= 0], minlength=count)[ids]))

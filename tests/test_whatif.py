@@ -361,3 +361,16 @@ def test_solve_numbers_every_rank_s_chains_after_the_ones_before_it_an_empty_gra
         assert got.tolist() == (own + before).tolist(), r
         before += int(own.max()) + 1 if own.size else 0
     assert before == len(np.unique(solved.graph.chain)) and not (solved.nodes["rank"] == 1).any()
+
+
+def test_step_groups_give_the_per_step_largest_span_of_a_pandas_groupby():
+    """StepGroups (built once per solve) against the groupby it replaced: steps unsorted across ranks,
+    already sorted (no gather), one step, and no nodes; the index named step, the values span_ns."""
+    from overlapscope.analysis.critical_path import StepGroups
+
+    rng = np.random.default_rng(11)
+    for step in (rng.integers(-1, 6, 300), np.sort(rng.integers(0, 4, 50)), np.full(7, -1), np.empty(0, np.int64)):
+        step = step.astype(np.int64)
+        wstart, y = rng.integers(0, 10**9, step.size), rng.integers(10**9, 2 * 10**9, step.size)
+        want = pd.Series(y - wstart, name="span_ns").groupby(step).max().rename_axis("step")
+        pd.testing.assert_series_equal(StepGroups.of(step, wstart).spans(y), want, check_index_type=True)

@@ -132,6 +132,10 @@ class Plan(NamedTuple):
         return cls(node_chain, chain_start, chain_stop, in_ptr, in_edge, out_ptr, out_edge, graph.dst[out_edge],
                    graph.inst, *_members(graph.inst), Order.forward(graph, in_ptr), Order.backward(graph, out_ptr))
 
+    def members_of(self, instances: np.ndarray) -> np.ndarray:
+        """The member nodes of these instances, instance by instance."""
+        return self.members[_ranges(self.member_ptr[instances], self.member_ptr[instances + 1])]
+
 
 def _ptr(keys: np.ndarray, n: int) -> np.ndarray:
     """CSR offsets of keys in 0..n-1 (after a stable sort by key)."""
@@ -186,8 +190,11 @@ def forward(graph: Graph, dur: np.ndarray | None = None, transfer: np.ndarray | 
                   _warm_dirty(graph, plan, warm[2]))
 
 
-MAX_COPY_NODES = 1 << 22
-"""Nodes of all the variants forward_many sweeps at once, at most (five int64 arrays of that many: 160 MB)."""
+MAX_COPY_NODES = 1 << 19
+"""Nodes of all the variants forward_many sweeps at once, at most (int64 arrays of 4 MB). At 1 << 22 (32 MB
+arrays, allocated fresh each batch and paid in page faults) the what-if by instance of 1,024 ranks x 200
+all-reduces took 2.6-3.0 s in a fresh process against 1.4-1.7 s; with the sweep visiting only the layers
+that have work, sweeping copies together saves little once a variant stops after a few layers."""
 
 
 def forward_many(graph: Graph, variants: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]], *, plan: Plan,
@@ -209,20 +216,25 @@ def forward_many(graph: Graph, variants: Iterable[tuple[np.ndarray, np.ndarray, 
                 yield forward(graph, dur, transfer, plan=plan, warm=(*warm, changed))[1]
             continue
         copies = len(chunk)
-        dur = np.concatenate([v[0] for v in chunk])
-        transfer = np.concatenate([v[1] for v in chunk])
+        dur, transfer = _stacked([v[0] for v in chunk]), _stacked([v[1] for v in chunk])
         if c_measured is None:
             c_measured = _chain_prefix(graph, _increments(graph, graph.dur))
         # a variant that keeps every duration (one hiding transfers only) keeps the measured chain prefix
-        c = np.concatenate([c_measured if np.array_equal(v[0], graph.dur) else
-                            _chain_prefix(graph, _increments(graph, v[0])) for v in chunk])
-        dirty = np.concatenate([_warm_dirty(graph, plan, v[2]) for v in chunk])
+        c = _stacked([c_measured if v[0] is graph.dur or np.array_equal(v[0], graph.dur) else
+                      _chain_prefix(graph, _increments(graph, v[0])) for v in chunk])
+        dirty = _stacked([_warm_dirty(graph, plan, v[2]) for v in chunk])
         if cuts is None:
             cuts = Cuts.of(graph, plan, *warm)
         early = _EarlyStop(cuts, graph.base.size, np.array([cuts.first_check(v[2]) for v in chunk], np.int64))
         _, y = _sweep(graph, plan, members, c, dur, transfer, _tiled(warm[0], copies), _tiled(warm[1], copies),
                       dirty, copies, early)
         yield from y.reshape(copies, n)
+
+
+def _stacked(arrays: list[np.ndarray]) -> np.ndarray:
+    """The arrays back to back; a lone one as it is (the sweep only reads c, dur and transfer, and a
+    variant's dirty array is its own)."""
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def _tiled(values: np.ndarray, copies: int) -> np.ndarray:

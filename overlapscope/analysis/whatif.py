@@ -91,13 +91,22 @@ def _hidden(solved: Solved, mask: np.ndarray, *, no_sync: bool = False) -> pd.Se
     return step_spans(solved, y)
 
 
-def _hidden_many(solved: Solved, masks: Iterable[np.ndarray]) -> Iterator[pd.Series]:
-    """_hidden(solved, mask) for each mask in turn, the solves swept together (longest_path.forward_many)."""
+def _hidden_many(solved: Solved, hidden: Iterable[np.ndarray]) -> Iterator[pd.Series]:
+    """_hidden for each set of node positions in turn, the solves swept together
+    (longest_path.forward_many). A set without untied comm keeps the graph's durations (the same
+    array: the sweep then reuses the measured chain prefix)."""
     g = solved.graph
-    matched = g.inst >= 0
     warm = (solved.nodes["x"].to_numpy(np.int64), solved.nodes["y"].to_numpy(np.int64))
-    variants = ((np.where(mask & ~matched, 0, g.dur), np.where(mask & matched, 0, g.transfer), mask) for mask in masks)
-    for y in forward_many(g, variants, plan=solved.plan, warm=warm):
+
+    def variant(on: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        mask = np.zeros(g.base.size, dtype=bool)
+        mask[on] = True
+        tied, untied = on[g.inst[on] >= 0], on[g.inst[on] < 0]
+        dur, transfer = (g.dur.copy() if untied.size else g.dur), g.transfer.copy()
+        dur[untied], transfer[tied] = 0, 0
+        return dur, transfer, mask
+
+    for y in forward_many(g, map(variant, hidden), plan=solved.plan, warm=warm):
         yield step_spans(solved, y)
 
 
@@ -182,8 +191,8 @@ def whatif_by_instance(solved: Solved, node_slack: np.ndarray, max_passes: int |
     todo = todo[todo["ordinal"] < max_passes]
     base = step_spans(solved)
     batches = [batch for _, batch in todo.groupby("ordinal")]
-    masks = (np.isin(inst, batch.index.to_numpy()) for batch in batches)
-    for batch, spans in zip(batches, _hidden_many(solved, masks)):
+    members = (solved.plan.members_of(batch.index.to_numpy(np.int64)) for batch in batches)
+    for batch, spans in zip(batches, _hidden_many(solved, members)):
         saved = base - spans
         per.loc[batch.index, "saved_ns"] = saved.reindex(batch["step"]).to_numpy(np.float64)
     return pd.DataFrame({"instance": per.index.to_numpy(np.int64), "step": per["step"].to_numpy(np.int64),
