@@ -374,3 +374,20 @@ def test_step_groups_give_the_per_step_largest_span_of_a_pandas_groupby():
         wstart, y = rng.integers(0, 10**9, step.size), rng.integers(10**9, 2 * 10**9, step.size)
         want = pd.Series(y - wstart, name="span_ns").groupby(step).max().rename_axis("step")
         pd.testing.assert_series_equal(StepGroups.of(step, wstart).spans(y), want, check_index_type=True)
+
+
+def test_first_match_equals_an_inner_merge_with_the_first_duplicate_kept():
+    from overlapscope.analysis.critical_path import first_match
+
+    rng = np.random.default_rng(5)
+    for n_query, n_table in ((300, 200), (0, 5), (5, 1), (40, 0)):
+        query = pd.DataFrame({k: rng.integers(0, 4, n_query) for k in ("rank", "start_ns", "end_ns")})
+        table = pd.DataFrame({k: rng.integers(0, 4, n_table) for k in ("rank", "start_ns", "end_ns")})
+        table["instance"] = rng.permutation(n_table)
+        keys = ["rank", "start_ns", "end_ns"]
+        found = query.reset_index().merge(table.drop_duplicates(keys), on=keys, how="inner")
+        want = np.full(n_query, -1)
+        want[found["index"].to_numpy()] = found["instance"].to_numpy()
+        got = first_match([query[k].to_numpy(np.int64) for k in keys], [table[k].to_numpy(np.int64) for k in keys],
+                          table["instance"].to_numpy(np.int64))
+        assert np.array_equal(got, want)

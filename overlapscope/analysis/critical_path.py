@@ -112,10 +112,10 @@ def _tie_collectives(nodes: pd.DataFrame, collectives: pd.DataFrame) -> tuple[np
     inst = np.full(n, -1, dtype=np.int64)
     if collectives is None or collectives.empty:
         return inst, np.zeros(n, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
-    keys = ["rank", "start_ns", "end_ns"]
-    comm = nodes[nodes["cls"] == "comm"][keys].reset_index()
-    found = comm.merge(collectives[keys + ["instance"]].drop_duplicates(keys), on=keys, how="inner")
-    inst[found["index"].to_numpy()] = found["instance"].to_numpy(np.int64)
+    keys = ("rank", "start_ns", "end_ns")
+    comm = np.flatnonzero((nodes["cls"] == "comm").to_numpy())
+    inst[comm] = first_match([nodes[k].to_numpy(np.int64)[comm] for k in keys],
+                             [collectives[k].to_numpy(np.int64) for k in keys], collectives["instance"].to_numpy(np.int64))
     s, e = nodes["start_ns"].to_numpy(np.int64), nodes["end_ns"].to_numpy(np.int64)
     for _ in range(2):  # drop members that ended before the last arrival (no real rendezvous), then re-join
         sel = inst >= 0
@@ -133,6 +133,27 @@ def _tie_collectives(nodes: pd.DataFrame, collectives: pd.DataFrame) -> tuple[np
     transfer = np.zeros(n, dtype=np.int64)
     transfer[sel] = e[sel] - join[codes]
     return inst, transfer, join, dense.astype(np.int64)
+
+
+def first_match(query: list[np.ndarray], table: list[np.ndarray], values: np.ndarray) -> np.ndarray:
+    """Per query row, the value of the first table row whose keys (one array per key) all equal its own,
+    -1 where none: an inner merge with the table's duplicate keys dropped (the first kept), by one
+    lexsort of both (the pandas merge of 1,024 ranks' comm nodes cost 0.15 s)."""
+    n_table = table[0].size
+    keys = [np.r_[t, q] for t, q in zip(table, query)]
+    from_query = np.r_[np.zeros(n_table, bool), np.ones(query[0].size, bool)]
+    order = np.lexsort([from_query] + keys[::-1])  # by the keys, then the table's rows first, stable
+    new = np.zeros(order.size, bool)  # where a key group starts
+    new[:1] = True
+    for k in keys:
+        ordered = k[order]
+        new[1:] |= ordered[1:] != ordered[:-1]
+    group_first = order[np.maximum.accumulate(np.where(new, np.arange(order.size), 0))] if order.size else order
+    asked = from_query[order]
+    found = ~from_query[group_first[asked]]  # the query's key group starts with a table row
+    out = np.full(query[0].size, -1, dtype=np.int64)
+    out[order[asked][found] - n_table] = values[group_first[asked][found]]
+    return out
 
 
 def spans(solved: Solved, y: np.ndarray | None = None) -> pd.DataFrame:

@@ -59,16 +59,10 @@ class Cuts(NamedTuple):
     """comp * (layers + 1) + x_layer of every node, ascending (the headroom's index)."""
     room_after: np.ndarray
     """Least headroom over the nodes from this position to the end of its component's run."""
-    x_sorted: np.ndarray
-    """Nodes by x_layer, ascending (so 'every node after L' is a suffix); below, per x_sorted entry."""
-    x_sorted_layer: np.ndarray
-    x_sorted_x0: np.ndarray
-    x_sorted_comp: np.ndarray
-    y_sorted: np.ndarray
-    """The same by y_layer."""
-    y_sorted_layer: np.ndarray
-    y_sorted_y0: np.ndarray
-    y_sorted_comp: np.ndarray
+    x0: np.ndarray
+    """The measured starts."""
+    y0: np.ndarray
+    """The measured ends."""
 
     @classmethod
     def of(cls, graph, plan, x0: np.ndarray, y0: np.ndarray) -> "Cuts":
@@ -121,10 +115,8 @@ class Cuts(NamedTuple):
         by_key = np.argsort(room_key, kind="stable")
         room_key, room = room_key[by_key], room[by_key]
         room_after = pd.Series(room[::-1]).groupby(comp[by_key][::-1]).cummin().to_numpy(np.int64)[::-1]
-        xs, ys = np.argsort(x_layer, kind="stable"), np.argsort(y_layer, kind="stable")
         return cls(layers, int(comp.max()) + 1 if n else 0, unit_layer, comp, x_layer, y_layer, chain_layer, checkable, front_ptr,
-                   node, is_y, np.where(is_y, y0[node], x0[node]), new,
-                   room_key, room_after, xs, x_layer[xs], x0[xs], comp[xs], ys, y_layer[ys], y0[ys], comp[ys])
+                   node, is_y, np.where(is_y, y0[node], x0[node]), new, room_key, room_after, x0, y0)
 
     def first_check(self, changed_mask: np.ndarray) -> int:
         """The first layer at which a variant with these nodes changed can be shortcut: past every
@@ -156,12 +148,10 @@ class Cuts(NamedTuple):
             return False
         shift = np.zeros(self.components, np.int64)
         shift[comps] = least
-        k = np.searchsorted(self.y_sorted_layer, layer, side="right")
-        y[offset + self.y_sorted[k:]] = self.y_sorted_y0[k:] - (
-            shift[self.y_sorted_comp[k:]] if self.components > 1 else shift[0])
-        k = np.searchsorted(self.x_sorted_layer, layer, side="right")
-        x[offset + self.x_sorted[k:]] = self.x_sorted_x0[k:] - (
-            shift[self.x_sorted_comp[k:]] if self.components > 1 else shift[0])
+        by_node = shift[self.comp] if self.components > 1 else shift[0]
+        n = self.comp.size  # the copy's own stretch of x and y; one masked subtraction each, no scatter
+        np.subtract(self.y0, by_node, out=y[offset:offset + n], where=self.y_layer > layer)
+        np.subtract(self.x0, by_node, out=x[offset:offset + n], where=self.x_layer > layer)
         return True
 
     def _room_after(self, comps: np.ndarray, layer: int) -> np.ndarray:

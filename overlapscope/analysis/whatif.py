@@ -185,15 +185,14 @@ def whatif_by_instance(solved: Solved, node_slack: np.ndarray, max_passes: int |
     per = pd.DataFrame({"inst": inst[sel], "step": nodes["step"].to_numpy()[sel],
                         "transfer": solved.graph.transfer[sel], "critical": node_slack[sel] == 0}).groupby("inst").agg(
         step=("step", "min"), transfer=("transfer", "max"), critical=("critical", "any"))
-    per["saved_ns"] = np.where(per["critical"], np.nan, 0.0)
     todo = per[per["critical"]].sort_values(["transfer", "step"], ascending=[False, True], kind="stable")
     todo = todo.assign(ordinal=todo.groupby("step").cumcount())
     todo = todo[todo["ordinal"] < max_passes]
     base = step_spans(solved)
     batches = [batch for _, batch in todo.groupby("ordinal")]
     members = (solved.plan.members_of(batch.index.to_numpy(np.int64)) for batch in batches)
+    saved_ns = np.where(per["critical"].to_numpy(), np.nan, 0.0)
     for batch, spans in zip(batches, _hidden_many(solved, members)):
-        saved = base - spans
-        per.loc[batch.index, "saved_ns"] = saved.reindex(batch["step"]).to_numpy(np.float64)
+        saved_ns[per.index.get_indexer(batch.index)] = (base - spans).reindex(batch["step"]).to_numpy(np.float64)
     return pd.DataFrame({"instance": per.index.to_numpy(np.int64), "step": per["step"].to_numpy(np.int64),
-                         "saved_ns": per["saved_ns"].to_numpy(np.float64)})
+                         "saved_ns": saved_ns})
