@@ -193,8 +193,10 @@ def _binding(solved: Solved) -> np.ndarray:
     if len(e):
         val = y[g.src] + g.lag
         ok = val == bound[g.dst]
-        cand = pd.DataFrame({"dst": g.dst[ok], "src": g.src[ok],
-                             "p": e["type"].map(_EDGE_PRIORITY).to_numpy()[ok]}).sort_values(["dst", "p", "src"])
+        # the priority of each distinct edge type once (a dict lookup per edge cost 0.1 s at 1,024 ranks)
+        codes, types = pd.factorize(e["type"].to_numpy()[ok], use_na_sentinel=False)
+        priority = np.array([_EDGE_PRIORITY.get(t, np.nan) for t in types], dtype=np.float64)[codes]
+        cand = pd.DataFrame({"dst": g.dst[ok], "src": g.src[ok], "p": priority}).sort_values(["dst", "p", "src"])
         first = cand.drop_duplicates("dst")
         out[first["dst"].to_numpy()] = first["src"].to_numpy()
     return out
