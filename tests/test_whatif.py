@@ -391,3 +391,29 @@ def test_first_match_equals_an_inner_merge_with_the_first_duplicate_kept():
         got = first_match([query[k].to_numpy(np.int64) for k in keys], [table[k].to_numpy(np.int64) for k in keys],
                           table["instance"].to_numpy(np.int64))
         assert np.array_equal(got, want)
+
+
+def test_hidden_many_of_node_positions_equals_each_mask_solved_alone():
+    """_hidden_many takes the positions of the nodes to hide; untied comm (no collectives matched here)
+    hides its duration, through a copy of the graph's durations, and each set equals _hidden's mask."""
+    from overlapscope.analysis import analyze_rank
+    from overlapscope.analysis.critical_path import solve
+    from overlapscope.analysis.whatif import _hidden, _hidden_many
+
+    rows = [kernel(0, 30), allreduce(30, 50, launch_us=1), kernel(50, 80, launch_us=2), allreduce(80, 95, seq=1),
+            kernel(95, 99)]
+    run = run_of({0: rows, 1: rows})
+    sections = {t.rank: analyze_rank(t) for t in run.ranks}
+    solved = solve({r: s["graph"] for r, s in sections.items()}, {},
+                   {r: s["windows"]["start_ns"].to_numpy(np.int64) for r, s in sections.items()},
+                   pd.DataFrame(columns=["rank", "start_ns", "end_ns", "instance"]))
+    comm = np.flatnonzero((solved.nodes["cls"] == "comm").to_numpy())
+    assert comm.size == 4 and (solved.graph.inst < 0).all()
+    durations = solved.graph.dur.copy()
+    sets = [comm, comm[:1], comm[2:], np.empty(0, np.int64)]
+    for on, got in zip(sets, _hidden_many(solved, iter(sets))):
+        mask = np.zeros(len(solved.nodes), bool)
+        mask[on] = True
+        pd.testing.assert_series_equal(got, _hidden(solved, mask))
+    assert np.array_equal(solved.graph.dur, durations)  # the graph's own durations untouched
+    assert _hidden(solved, np.isin(np.arange(len(solved.nodes)), comm)).sum() < _hidden(solved, np.zeros(len(solved.nodes), bool)).sum()

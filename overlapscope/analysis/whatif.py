@@ -102,8 +102,12 @@ def _hidden_many(solved: Solved, hidden: Iterable[np.ndarray]) -> Iterator[pd.Se
         mask = np.zeros(g.base.size, dtype=bool)
         mask[on] = True
         tied, untied = on[g.inst[on] >= 0], on[g.inst[on] < 0]
-        dur, transfer = (g.dur.copy() if untied.size else g.dur), g.transfer.copy()
-        dur[untied], transfer[tied] = 0, 0
+        transfer = g.transfer.copy()
+        transfer[tied] = 0
+        if not untied.size:
+            return g.dur, transfer, mask
+        dur = g.dur.copy()
+        dur[untied] = 0
         return dur, transfer, mask
 
     for y in forward_many(g, map(variant, hidden), plan=solved.plan, warm=warm):
