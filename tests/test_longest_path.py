@@ -232,3 +232,39 @@ def test_weak_components_equal_scipy(seed):
     expected = connected_components(coo_matrix((np.ones(src.size), (src, dst)), shape=(n, n)),
                                     directed=True, connection="weak")[1]
     np.testing.assert_array_equal(_weak_components(n, src, dst), expected)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_members_of_instances_are_the_nodes_of_those_instances(seed):
+    rng = np.random.default_rng(400 + seed)
+    graph = random_graph(rng)
+    plan = Plan.of(graph)
+    count = int(graph.inst.max()) + 1
+    ids = rng.permutation(count)[: int(rng.integers(0, count + 1))]
+    got = plan.members_of(ids.astype(np.int64))
+    assert np.array_equal(np.sort(got), np.flatnonzero(np.isin(graph.inst, ids)))
+    assert np.array_equal(graph.inst[got], np.repeat(ids, np.bincount(graph.inst[graph.inst >= 0], minlength=count)[ids]))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_layer_s_frontier_is_every_entry_computed_by_then_and_read_after(seed, monkeypatch):
+    # Cuts.frontier finds short-lived entries by one range of their layer and long-lived ones by a scan;
+    # against the definition, with SHORT_SPAN 1 too so that many entries are long-lived
+    import overlapscope.analysis.uniform_shift as us
+
+    rng = np.random.default_rng(500 + seed)
+    graph = synced_graph(rng) if seed % 2 else random_graph(rng)
+    plan = Plan.of(graph)
+    x0, y0 = full_forward(graph)
+    for span in (us.SHORT_SPAN, 1):
+        monkeypatch.setattr(us, "SHORT_SPAN", span)
+        cuts = us.Cuts.of(graph, plan, x0, y0)
+        for layer in cuts.checkable.tolist():
+            node, is_y, was, starts = cuts.frontier(layer)
+            want = np.flatnonzero((cuts.entry_lo <= layer) & (cuts.entry_hi > layer))
+            assert sorted(zip(node.tolist(), is_y.tolist())) == sorted(zip(cuts.entry_node[want].tolist(),
+                                                                           cuts.entry_is_y[want].tolist()))
+            assert np.array_equal(was, np.where(is_y, y0[node], x0[node]))
+            comp = cuts.comp[node]
+            firsts = np.flatnonzero(np.r_[True, comp[1:] != comp[:-1]]) if comp.size else comp
+            assert (np.diff(comp) >= 0).all() and np.array_equal(starts, firsts)

@@ -361,3 +361,59 @@ def test_solve_numbers_every_rank_s_chains_after_the_ones_before_it_an_empty_gra
         assert got.tolist() == (own + before).tolist(), r
         before += int(own.max()) + 1 if own.size else 0
     assert before == len(np.unique(solved.graph.chain)) and not (solved.nodes["rank"] == 1).any()
+
+
+def test_step_groups_give_the_per_step_largest_span_of_a_pandas_groupby():
+    """StepGroups (built once per solve) against the groupby it replaced: steps unsorted across ranks,
+    already sorted (no gather), one step, and no nodes; the index named step, the values span_ns."""
+    from overlapscope.analysis.critical_path import StepGroups
+
+    rng = np.random.default_rng(11)
+    for step in (rng.integers(-1, 6, 300), np.sort(rng.integers(0, 4, 50)), np.full(7, -1), np.empty(0, np.int64)):
+        step = step.astype(np.int64)
+        wstart, y = rng.integers(0, 10**9, step.size), rng.integers(10**9, 2 * 10**9, step.size)
+        want = pd.Series(y - wstart, name="span_ns").groupby(step).max().rename_axis("step")
+        pd.testing.assert_series_equal(StepGroups.of(step, wstart).spans(y), want, check_index_type=True)
+
+
+def test_first_match_equals_an_inner_merge_with_the_first_duplicate_kept():
+    from overlapscope.analysis.critical_path import first_match
+
+    rng = np.random.default_rng(5)
+    for n_query, n_table in ((300, 200), (0, 5), (5, 1), (40, 0)):
+        query = pd.DataFrame({k: rng.integers(0, 4, n_query) for k in ("rank", "start_ns", "end_ns")})
+        table = pd.DataFrame({k: rng.integers(0, 4, n_table) for k in ("rank", "start_ns", "end_ns")})
+        table["instance"] = rng.permutation(n_table)
+        keys = ["rank", "start_ns", "end_ns"]
+        found = query.reset_index().merge(table.drop_duplicates(keys), on=keys, how="inner")
+        want = np.full(n_query, -1)
+        want[found["index"].to_numpy()] = found["instance"].to_numpy()
+        got = first_match([query[k].to_numpy(np.int64) for k in keys], [table[k].to_numpy(np.int64) for k in keys],
+                          table["instance"].to_numpy(np.int64))
+        assert np.array_equal(got, want)
+
+
+def test_hidden_many_of_node_positions_equals_each_mask_solved_alone():
+    """_hidden_many takes the positions of the nodes to hide; untied comm (no collectives matched here)
+    hides its duration, through a copy of the graph's durations, and each set equals _hidden's mask."""
+    from overlapscope.analysis import analyze_rank
+    from overlapscope.analysis.critical_path import solve
+    from overlapscope.analysis.whatif import _hidden, _hidden_many
+
+    rows = [kernel(0, 30), allreduce(30, 50, launch_us=1), kernel(50, 80, launch_us=2), allreduce(80, 95, seq=1),
+            kernel(95, 99)]
+    run = run_of({0: rows, 1: rows})
+    sections = {t.rank: analyze_rank(t) for t in run.ranks}
+    solved = solve({r: s["graph"] for r, s in sections.items()}, {},
+                   {r: s["windows"]["start_ns"].to_numpy(np.int64) for r, s in sections.items()},
+                   pd.DataFrame(columns=["rank", "start_ns", "end_ns", "instance"]))
+    comm = np.flatnonzero((solved.nodes["cls"] == "comm").to_numpy())
+    assert comm.size == 4 and (solved.graph.inst < 0).all()
+    durations = solved.graph.dur.copy()
+    sets = [comm, comm[:1], comm[2:], np.empty(0, np.int64)]
+    for on, got in zip(sets, _hidden_many(solved, iter(sets))):
+        mask = np.zeros(len(solved.nodes), bool)
+        mask[on] = True
+        pd.testing.assert_series_equal(got, _hidden(solved, mask))
+    assert np.array_equal(solved.graph.dur, durations)  # the graph's own durations untouched
+    assert _hidden(solved, np.isin(np.arange(len(solved.nodes)), comm)).sum() < _hidden(solved, np.zeros(len(solved.nodes), bool)).sum()

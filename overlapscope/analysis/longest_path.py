@@ -132,6 +132,10 @@ class Plan(NamedTuple):
         return cls(node_chain, chain_start, chain_stop, in_ptr, in_edge, out_ptr, out_edge, graph.dst[out_edge],
                    graph.inst, *_members(graph.inst), Order.forward(graph, in_ptr), Order.backward(graph, out_ptr))
 
+    def members_of(self, instances: np.ndarray) -> np.ndarray:
+        """The member nodes of these instances, instance by instance."""
+        return self.members[_ranges(self.member_ptr[instances], self.member_ptr[instances + 1])]
+
 
 def _ptr(keys: np.ndarray, n: int) -> np.ndarray:
     """CSR offsets of keys in 0..n-1 (after a stable sort by key)."""
@@ -186,8 +190,11 @@ def forward(graph: Graph, dur: np.ndarray | None = None, transfer: np.ndarray | 
                   _warm_dirty(graph, plan, warm[2]))
 
 
-MAX_COPY_NODES = 1 << 22
-"""Nodes of all the variants forward_many sweeps at once, at most (five int64 arrays of that many: 160 MB)."""
+MAX_COPY_NODES = 1 << 19
+"""Nodes of all the variants forward_many sweeps at once, at most (int64 arrays of 4 MB). At 1 << 22 (32 MB
+arrays, allocated fresh each batch and paid in page faults) the what-if by instance of 1,024 ranks x 200
+all-reduces took 2.6-3.0 s in a fresh process against 1.4-1.7 s; with the sweep visiting only the layers
+that have work, sweeping copies together saves little once a variant stops after a few layers."""
 
 
 def forward_many(graph: Graph, variants: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]], *, plan: Plan,
@@ -209,20 +216,25 @@ def forward_many(graph: Graph, variants: Iterable[tuple[np.ndarray, np.ndarray, 
                 yield forward(graph, dur, transfer, plan=plan, warm=(*warm, changed))[1]
             continue
         copies = len(chunk)
-        dur = np.concatenate([v[0] for v in chunk])
-        transfer = np.concatenate([v[1] for v in chunk])
+        dur, transfer = _stacked([v[0] for v in chunk]), _stacked([v[1] for v in chunk])
         if c_measured is None:
             c_measured = _chain_prefix(graph, _increments(graph, graph.dur))
         # a variant that keeps every duration (one hiding transfers only) keeps the measured chain prefix
-        c = np.concatenate([c_measured if np.array_equal(v[0], graph.dur) else
-                            _chain_prefix(graph, _increments(graph, v[0])) for v in chunk])
-        dirty = np.concatenate([_warm_dirty(graph, plan, v[2]) for v in chunk])
+        c = _stacked([c_measured if v[0] is graph.dur or np.array_equal(v[0], graph.dur) else
+                      _chain_prefix(graph, _increments(graph, v[0])) for v in chunk])
+        dirty = _stacked([_warm_dirty(graph, plan, v[2]) for v in chunk])
         if cuts is None:
             cuts = Cuts.of(graph, plan, *warm)
         early = _EarlyStop(cuts, graph.base.size, np.array([cuts.first_check(v[2]) for v in chunk], np.int64))
         _, y = _sweep(graph, plan, members, c, dur, transfer, _tiled(warm[0], copies), _tiled(warm[1], copies),
                       dirty, copies, early)
         yield from y.reshape(copies, n)
+
+
+def _stacked(arrays: list[np.ndarray]) -> np.ndarray:
+    """The arrays back to back; a lone one as it is (the sweep only reads c, dur and transfer, and a
+    variant's dirty array is its own)."""
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def _tiled(values: np.ndarray, copies: int) -> np.ndarray:
@@ -350,6 +362,8 @@ class Order(NamedTuple):
     layer_ptr: np.ndarray
     """Units of layer l: layer_units[layer_ptr[l]:layer_ptr[l + 1]] (sub-chains first, then instances)."""
     layer_units: np.ndarray
+    unit_layer: np.ndarray
+    """The layer of each unit."""
 
     @classmethod
     def forward(cls, graph: Graph, in_ptr: np.ndarray) -> "Order | None":
@@ -396,9 +410,11 @@ class Order(NamedTuple):
         if sum(layer.size for layer in layers) != units:
             return None
         sizes = np.array([layer.size for layer in layers], dtype=np.int64)
+        layer_units = np.concatenate(layers) if layers else np.empty(0, np.int64)
+        unit_layer = np.empty(units, np.int64)
+        unit_layer[layer_units] = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
         return cls(sub_start, np.r_[sub_start[1:], n].astype(np.int64), node_sub,
-                   np.r_[0, np.cumsum(sizes)].astype(np.int64),
-                   np.concatenate(layers) if layers else np.empty(0, np.int64))
+                   np.r_[0, np.cumsum(sizes)].astype(np.int64), layer_units, unit_layer)
 
 
 class _EarlyStop:
@@ -410,16 +426,20 @@ class _EarlyStop:
         self.next, self.gap = first, np.ones(first.size, np.int64)
         self.finished = np.zeros(first.size, bool)
 
-    def after(self, layer: int, x: np.ndarray, y: np.ndarray, by_copy: np.ndarray, order: "Order") -> None:
-        """After the sweep has finished layer: finish each due copy that has shifted uniformly
-        (its later times written, its later units no longer dirty), reschedule the others."""
-        for k in np.flatnonzero(self.next == layer):
-            if self.cuts.shift_rest(layer, x, y, int(k) * self.n):
-                by_copy[k, order.layer_units[order.layer_ptr[layer + 1]:]] = False
-                self.next[k], self.finished[k] = NO_CHECK, True
-            else:
-                self.next[k] = self.cuts.next_checkable(layer + int(self.gap[k]))
-                self.gap[k] *= 2
+    def before(self, layer: int, x: np.ndarray, y: np.ndarray, by_copy: np.ndarray, order: "Order") -> None:
+        """Before the sweep computes layer (the layers since the last it computed had nothing to do, so
+        the state after each of them is the current one): make every check due before it - finish
+        each copy that has shifted uniformly (its later times written, its later units no longer
+        dirty), reschedule the others."""
+        while (due := np.flatnonzero(self.next < layer)).size:
+            for k in due:
+                at = int(self.next[k])
+                if self.cuts.shift_rest(at, x, y, int(k) * self.n):
+                    by_copy[k, order.layer_units[order.layer_ptr[at + 1]:]] = False
+                    self.next[k], self.finished[k] = NO_CHECK, True
+                else:
+                    self.next[k] = self.cuts.next_checkable(at + int(self.gap[k]))
+                    self.gap[k] *= 2
 
 
 def _sweep(graph: Graph, plan: Plan, members: Members, c: np.ndarray, dur: np.ndarray, transfer: np.ndarray,
@@ -430,27 +450,31 @@ def _sweep(graph: Graph, plan: Plan, members: Members, c: np.ndarray, dur: np.nd
     edges enter, its instance); cold, every unit is dirty. copies: c, dur, transfer, x and y hold that
     many variants of the graph's times back to back (node n of copy k at k N + n) and dirty their
     units (unit u at k U + u), all swept at once: the layers' NumPy calls are paid once, not per copy.
-    early: the copies' uniform-shift checks, made after each layer (forward_many)."""
+    Only the layers holding a dirty unit are visited. early: the copies' uniform-shift checks, made
+    between the layers visited (forward_many)."""
     order = plan.order
     n, subs = graph.base.size, order.sub_start.size
+    layers = order.layer_ptr.size - 1
     per_copy = dirty.size // copies
     by_copy = dirty.reshape(copies, per_copy)
-    first_layer = 0
-    if early is not None:  # the layers before every copy's first change have nothing to do
-        dirty_units = np.flatnonzero(dirty) % per_copy
-        first_layer = int(early.cuts.unit_layer[dirty_units].min()) if dirty_units.size else order.layer_ptr.size
-    for layer in range(first_layer, order.layer_ptr.size - 1):
-        layer_units = order.layer_units[order.layer_ptr[layer]:order.layer_ptr[layer + 1]]
-        if early is not None and layer > first_layer:
-            early.after(layer - 1, x, y, by_copy, order)
+    # the layers holding a dirty unit of some copy (and a sentinel past the last): only those are
+    # visited - a batch of warm what-ifs, each a few layers long, would walk every layer between them
+    pending = np.zeros(layers + 1, bool)
+    pending[order.unit_layer[np.flatnonzero(dirty) % per_copy]] = True
+    pending[layers] = True
+    layer = -1
+    while (layer := layer + 1 + int(np.argmax(pending[layer + 1:]))) < layers:
+        if early is not None:
+            early.before(layer, x, y, by_copy, order)
             if early.finished.all():
                 break
+        layer_units = order.layer_units[order.layer_ptr[layer]:order.layer_ptr[layer + 1]]
         copy, at_unit = np.nonzero(by_copy[:, layer_units])
         if copy.size == 0:
             continue
         units = layer_units[at_unit]
         is_sub = units < subs
-        moved = []
+        moved, marked = [], []  # the nodes whose end moved, the units marked dirty
         if is_sub.any():
             sub, sub_copy = units[is_sub], copy[is_sub]
             first, stop = order.sub_start[sub], order.sub_stop[sub]
@@ -476,7 +500,8 @@ def _sweep(graph: Graph, plan: Plan, members: Members, c: np.ndarray, dur: np.nd
             free = inst_i < 0
             shifted = xi != x[fidx]
             tied = ~free & shifted
-            dirty[idx_copy[tied] * per_copy + subs + inst_i[tied]] = True
+            marked.append(subs + inst_i[tied])
+            dirty[idx_copy[tied] * per_copy + marked[-1]] = True
             x[fidx] = xi
             fi = fidx[free]
             yi = xi[free] + dur[fi]
@@ -488,7 +513,8 @@ def _sweep(graph: Graph, plan: Plan, members: Members, c: np.ndarray, dur: np.nd
             keep = nxt < subs
             nxt, nxt_copy = nxt[keep], nxt_copy[keep]
             keep = ~graph.head[order.sub_start[nxt]]
-            dirty[nxt_copy[keep] * per_copy + nxt[keep]] = True
+            marked.append(nxt[keep])
+            dirty[nxt_copy[keep] * per_copy + marked[-1]] = True
         if not is_sub.all():
             inst_copy = copy[~is_sub]
             moved.append(_settle_members(units[~is_sub] - subs, members, x, y, transfer,
@@ -498,6 +524,7 @@ def _sweep(graph: Graph, plan: Plan, members: Members, c: np.ndarray, dur: np.nd
         lo, hi = plan.out_ptr[moved], plan.out_ptr[moved + 1]
         reads = order.node_sub[plan.out_dst[_ranges(lo, hi)]]
         dirty[reads if moved_copy is None else np.repeat(moved_copy * per_copy, hi - lo) + reads] = True
+        pending[order.unit_layer[np.concatenate(marked + [reads])]] = True
     return x, y
 
 

@@ -33,22 +33,35 @@ KEY_TYPES = ("collective", "group", "scope", "pass", "collective_scope", "collec
 
 
 def comm_keys(nodes: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Per key type, one label per node ('' for non-comm nodes and unknown keys). Computed on the comm
-    nodes only, the pair keys once per distinct pair (np.char.add over every node of a 1,024-rank
-    graph cost 0.5 s)."""
-    comm = np.flatnonzero((nodes["cls"] == "comm").to_numpy())
-
-    def labels(column: str) -> np.ndarray:  # as str, as astype(str) gives it (a missing value: "nan")
-        return nodes[column].to_numpy(object)[comm].astype(str).astype(object)
-
-    coll, scope, pass_ = labels("collective"), labels("scope"), labels("pass")
-    keys = {"collective": coll, "group": labels("group"), "scope": scope, "pass": pass_,
-            "collective_scope": _joined(coll, " of ", scope), "collective_pass": _joined(coll, " in ", pass_)}
+    """Per key type, one label per node ('' for non-comm nodes and unknown keys)."""
+    comm, labels = _comm_labels(nodes)
     out = {}
-    for k, v in keys.items():
+    for k, v in labels.items():
         full = np.full(len(nodes), "", dtype=object)
         full[comm] = v
         out[k] = full
+    return out
+
+
+def _comm_labels(nodes: pd.DataFrame) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The comm nodes' positions and, per key type, their labels ('' unknown). Computed on the comm nodes
+    only, each distinct name converted once and the pair keys joined once per distinct pair
+    (np.char.add over every node of a 1,024-rank graph cost 0.5 s, converting its text columns 0.2 s)."""
+    comm = np.flatnonzero((nodes["cls"] == "comm").to_numpy())
+    coll, group, scope, pass_ = (_as_str(nodes[c].iloc[comm]) for c in ("collective", "group", "scope", "pass"))
+    return comm, {"collective": coll, "group": group, "scope": scope, "pass": pass_,
+                  "collective_scope": _joined(coll, " of ", scope), "collective_pass": _joined(coll, " in ", pass_)}
+
+
+def _as_str(column: pd.Series) -> np.ndarray:
+    """The values as str, as astype(str) gives them (a missing value: "nan"), an object array; each
+    distinct value converted once."""
+    codes, uniq = pd.factorize(column)
+    names = np.asarray(uniq, dtype=object).astype(str).astype(object)
+    out = names[codes] if names.size else np.empty(codes.size, dtype=object)
+    missing = codes < 0
+    if missing.any():
+        out[missing] = column.to_numpy(object)[missing].astype(str)
     return out
 
 
@@ -78,26 +91,39 @@ def _hidden(solved: Solved, mask: np.ndarray, *, no_sync: bool = False) -> pd.Se
     return step_spans(solved, y)
 
 
-def _hidden_many(solved: Solved, masks: Iterable[np.ndarray]) -> Iterator[pd.Series]:
-    """_hidden(solved, mask) for each mask in turn, the solves swept together (longest_path.forward_many)."""
+def _hidden_many(solved: Solved, hidden: Iterable[np.ndarray]) -> Iterator[pd.Series]:
+    """_hidden for each set of node positions in turn, the solves swept together
+    (longest_path.forward_many). A set without untied comm keeps the graph's durations (the same
+    array: the sweep then reuses the measured chain prefix)."""
     g = solved.graph
-    matched = g.inst >= 0
     warm = (solved.nodes["x"].to_numpy(np.int64), solved.nodes["y"].to_numpy(np.int64))
-    variants = ((np.where(mask & ~matched, 0, g.dur), np.where(mask & matched, 0, g.transfer), mask) for mask in masks)
-    for y in forward_many(g, variants, plan=solved.plan, warm=warm):
+
+    def variant(on: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        mask = np.zeros(g.base.size, dtype=bool)
+        mask[on] = True
+        tied, untied = on[g.inst[on] >= 0], on[g.inst[on] < 0]
+        transfer = g.transfer.copy()
+        transfer[tied] = 0
+        if not untied.size:
+            return g.dur, transfer, mask
+        dur = g.dur.copy()
+        dur[untied] = 0
+        return dur, transfer, mask
+
+    for y in forward_many(g, map(variant, hidden), plan=solved.plan, warm=warm):
         yield step_spans(solved, y)
 
 
-def saving_bound(solved: Solved, mask: np.ndarray) -> int:
-    """An upper bound of saved_ns (and of saved_no_sync_ns) for hiding the masked nodes: a path passes
-    through at most one member of a collective (in at its arrival, out at one member's end), so a
-    step can shrink by at most the sum over the hidden collectives of their largest member's
+def saving_bound(solved: Solved, on: np.ndarray) -> int:
+    """An upper bound of saved_ns (and of saved_no_sync_ns) for hiding the nodes at positions on: a path
+    passes through at most one member of a collective (in at its arrival, out at one member's end), so
+    a step can shrink by at most the sum over the hidden collectives of their largest member's
     transfer plus the hidden untied comm's durations (no_sync also frees the wait: the member's d)."""
     g, nodes = solved.graph, solved.nodes
-    tied = mask & (g.inst >= 0)
+    tied = on[g.inst[on] >= 0]
     per_inst = pd.Series(nodes["end_ns"].to_numpy()[tied] - nodes["start_ns"].to_numpy()[tied]).groupby(
         g.inst[tied]).max()
-    return int(per_inst.sum()) + int(g.dur[mask & (g.inst < 0)].sum())
+    return int(per_inst.sum()) + int(g.dur[on[g.inst[on] < 0]].sum())
 
 
 def whatif_by_key(solved: Solved, node_slack: np.ndarray, max_solves: int | None = None) -> pd.DataFrame:
@@ -107,41 +133,46 @@ def whatif_by_key(solved: Solved, node_slack: np.ndarray, max_solves: int | None
     their bound (saving_bound), at most max_solves of them: the rest keep saved_ns NaN beside
     their bound (max_solves None: MAX_KEY_SOLVES)."""
     max_solves = MAX_KEY_SOLVES if max_solves is None else max_solves
-    nodes = solved.nodes
+    nodes, inst = solved.nodes, solved.graph.inst
     base = step_spans(solved)
     total = float(base.sum())
     n_steps = max(len(base), 1)
     critical = node_slack == 0
-    keys = []
-    for key_type, labels in comm_keys(nodes).items():
-        for key in sorted(set(labels.tolist()) - {""}):
-            mask = labels == key
-            keys.append((key_type, key, mask, saving_bound(solved, mask) if (mask & critical).any() else 0))
+    step = nodes["step"].to_numpy()
+    comm, labels = _comm_labels(nodes)
+    keys = []  # (key type, key, the positions of its nodes, bound)
+    for key_type, names in labels.items():
+        codes, uniq = pd.factorize(names)  # a key's nodes by one comparison of codes over the comm nodes
+        for code in sorted(range(len(uniq)), key=lambda c: uniq[c]):
+            if uniq[code] != "":
+                on = comm[codes == code]
+                keys.append((key_type, uniq[code], on, saving_bound(solved, on) if critical[on].any() else 0))
     solve_order = sorted((k for k in keys if k[3] > 0), key=lambda k: -k[3])[:max_solves]
     chosen = {(k[0], k[1]) for k in solve_order}
     rows, solved_masks = [], {}
-    for key_type, key, mask, bound in keys:
+    for key_type, key, on, bound in keys:
         if bound == 0:
             saved = no_sync = 0.0
         elif (key_type, key) in chosen:
             # keys of one set of nodes (a run's only group and its only collective type) share a solve
-            fingerprint = np.packbits(mask).tobytes()
-            if fingerprint not in solved_masks:
+            if (fingerprint := on.tobytes()) not in solved_masks:
+                mask = np.zeros(len(nodes), dtype=bool)
+                mask[on] = True
                 solved_masks[fingerprint] = (float((base - _hidden(solved, mask)).sum()),
                                              float((base - _hidden(solved, mask, no_sync=True)).sum()))
             saved, no_sync = solved_masks[fingerprint]
         else:
             saved = no_sync = np.nan
-        rows.append((key_type, key, int(nodes.loc[mask, "step"].nunique()), _count_collectives(mask, solved.graph.inst),
+        rows.append((key_type, key, int(np.unique(step[on]).size), _count_collectives(inst[on]),
                      saved, saved / n_steps, 100.0 * saved / total if total > 0 else np.nan, no_sync, bound))
     out = pd.DataFrame(rows, columns=WHATIF_COLUMNS)
     return out.sort_values(["saved_ns", "saved_bound_ns", "key_type", "key"], ascending=[False, False, True, True],
                            kind="stable", na_position="last").reset_index(drop=True)
 
 
-def _count_collectives(mask: np.ndarray, inst: np.ndarray) -> int:
-    matched = mask & (inst >= 0)
-    return int(np.unique(inst[matched]).size + (mask & (inst < 0)).sum())
+def _count_collectives(inst: np.ndarray) -> int:
+    """Distinct matched instances plus untied comm nodes among nodes of these instance ids."""
+    return int(np.unique(inst[inst >= 0]).size + (inst < 0).sum())
 
 
 def whatif_by_instance(solved: Solved, node_slack: np.ndarray, max_passes: int | None = None) -> pd.DataFrame:
@@ -158,15 +189,14 @@ def whatif_by_instance(solved: Solved, node_slack: np.ndarray, max_passes: int |
     per = pd.DataFrame({"inst": inst[sel], "step": nodes["step"].to_numpy()[sel],
                         "transfer": solved.graph.transfer[sel], "critical": node_slack[sel] == 0}).groupby("inst").agg(
         step=("step", "min"), transfer=("transfer", "max"), critical=("critical", "any"))
-    per["saved_ns"] = np.where(per["critical"], np.nan, 0.0)
     todo = per[per["critical"]].sort_values(["transfer", "step"], ascending=[False, True], kind="stable")
     todo = todo.assign(ordinal=todo.groupby("step").cumcount())
     todo = todo[todo["ordinal"] < max_passes]
     base = step_spans(solved)
     batches = [batch for _, batch in todo.groupby("ordinal")]
-    masks = (np.isin(inst, batch.index.to_numpy()) for batch in batches)
-    for batch, spans in zip(batches, _hidden_many(solved, masks)):
-        saved = base - spans
-        per.loc[batch.index, "saved_ns"] = saved.reindex(batch["step"]).to_numpy(np.float64)
+    members = (solved.plan.members_of(batch.index.to_numpy(np.int64)) for batch in batches)
+    saved_ns = np.where(per["critical"].to_numpy(), np.nan, 0.0)
+    for batch, spans in zip(batches, _hidden_many(solved, members)):
+        saved_ns[per.index.get_indexer(batch.index)] = (base - spans).reindex(batch["step"]).to_numpy(np.float64)
     return pd.DataFrame({"instance": per.index.to_numpy(np.int64), "step": per["step"].to_numpy(np.int64),
-                         "saved_ns": per["saved_ns"].to_numpy(np.float64)})
+                         "saved_ns": saved_ns})
