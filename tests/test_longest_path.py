@@ -268,3 +268,59 @@ def test_a_layer_s_frontier_is_every_entry_computed_by_then_and_read_after(seed,
             comp = cuts.comp[node]
             firsts = np.flatnonzero(np.r_[True, comp[1:] != comp[:-1]]) if comp.size else comp
             assert (np.diff(comp) >= 0).all() and np.array_equal(starts, firsts)
+
+
+def _oracle_step_max(y: np.ndarray, step_of: np.ndarray, steps: int, wstart: np.ndarray) -> np.ndarray:
+    out = np.full(steps, -(2 ** 62), np.int64)
+    for s in range(steps):
+        if (step_of == s).any():
+            out[s] = (y - wstart)[step_of == s].max()
+    return out
+
+
+@pytest.mark.parametrize("tables", [True, False])
+@pytest.mark.parametrize("seed", range(6))
+def test_many_what_ifs_step_spans_equal_the_full_solve_s(seed, tables, monkeypatch):
+    # forward_many(steps=...): each variant's largest y - window start per step, read from the layers it
+    # changed and the measured maxima before / after them (uniform_shift.ShiftedSpans), or from its whole
+    # y when the tables would be too large; both against the oracle's y, on graphs that stop early
+    # (synced, pinned or not) and on random ones whose variants grow some times
+    import overlapscope.analysis.longest_path as lp
+    import overlapscope.analysis.uniform_shift as us
+    if not tables:
+        monkeypatch.setattr(us, "MAX_SPAN_TABLE", 0)
+    built, shifts = [], []
+    of, uniform_shift = us.ShiftedSpans.of, us.Cuts.uniform_shift
+    monkeypatch.setattr(us.ShiftedSpans, "of", lambda *a: built.append(of(*a)) or built[-1])
+    monkeypatch.setattr(us.Cuts, "uniform_shift", lambda *a: shifts.append(uniform_shift(*a)) or shifts[-1])
+    rng = np.random.default_rng(500 + seed)
+    for graph in (synced_graph(rng, pinned=seed % 2 == 1), random_graph(rng)):
+        plan = Plan.of(graph)
+        x0, y0 = full_forward(graph)
+        n = graph.base.size
+        steps = int(rng.integers(1, 5))
+        step_of = rng.integers(0, steps, n)
+        wstart = rng.integers(0, 30, n)
+        matched = graph.inst >= 0
+        variants, wants = [], []
+        collectives = int(graph.inst.max()) + 1
+        for k in range(7):
+            mask = rng.random(n) < rng.choice([0.02, 0.1, 0.4])
+            if k % 2 == 0:  # the k-th collective, as whatif_by_instance hides them: shifts uniformly later
+                mask = np.isin(graph.inst, [k % collectives])
+            grown = (rng.random(n) < 0.05) & (rng.random() < 0.5)
+            dur = np.where(mask & ~matched, 0, graph.dur) + 3 * (grown & ~matched)
+            transfer = np.where(mask & matched, 0, graph.transfer) + 4 * (grown & matched)
+            variants.append((graph.dur if not (mask | grown)[~matched].any() else dur, transfer, mask | grown))
+            wants.append(_oracle_step_max(full_forward(graph, dur=variants[-1][0], transfer=transfer)[1],
+                                          step_of, steps, wstart))
+        for per_batch in (1, 3):
+            monkeypatch.setattr(lp, "MAX_COPY_NODES", per_batch * n)
+            got = list(lp.forward_many(graph, iter(variants), plan=plan, warm=(x0, y0),
+                                       steps=(step_of, steps, wstart)))
+            assert len(got) == len(wants)
+            for g, w in zip(got, wants):
+                assert np.array_equal(g, w)
+    assert all((b is not None) == tables for b in built) and built
+    if seed % 2 == 0:  # unpinned: some variant stopped early on a shift
+        assert any(s is not None and s.any() for s in shifts)

@@ -48,7 +48,10 @@ class StepGroups(NamedTuple):
     def spans(self, y: np.ndarray) -> pd.Series:
         """The largest y - window start of each step's nodes."""
         span = (y if self.order is None else y[self.order]) - self.wstart
-        best = np.maximum.reduceat(span, self.starts) if self.starts.size else span[:0]
+        return self.series(np.maximum.reduceat(span, self.starts) if self.starts.size else span[:0])
+
+    def series(self, best: np.ndarray) -> pd.Series:
+        """Per-step values (one per step, ascending) as spans gives them."""
         return pd.Series(best, index=pd.Index(self.steps, name="step"), name="span_ns")
 
 

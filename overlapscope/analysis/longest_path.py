@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.intervals import distinct
-from .uniform_shift import NO_CHECK, Cuts
+from .uniform_shift import NO_CHECK, Cuts, ShiftedSpans
 
 NEVER = np.int64(-(2 ** 62))
 LATEST = np.int64(2 ** 62)
@@ -198,22 +198,27 @@ that have work, sweeping copies together saves little once a variant stops after
 
 
 def forward_many(graph: Graph, variants: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]], *, plan: Plan,
-                 warm: tuple[np.ndarray, np.ndarray]) -> Iterator[np.ndarray]:
+                 warm: tuple[np.ndarray, np.ndarray],
+                 steps: tuple[np.ndarray, int, np.ndarray] | None = None) -> Iterator[np.ndarray]:
     """The ends y of each what-if in variants, (dur, transfer, changed) each, in order: what
     forward(graph, dur, transfer, plan=plan, warm=(*warm, changed))[1] gives for each, but the
     variants swept together (_sweep's copies) in batches of up to MAX_COPY_NODES nodes, so a sweep's
     per-layer NumPy calls are paid once per batch, not once per variant; a variant whose change has
     become a uniform shift stops there (uniform_shift.py). Without a topological order (a cycle)
-    each is solved alone."""
+    each is solved alone. steps: (each node's step index, the number of steps, each node's window
+    start): then each variant's step spans instead of its y, the largest y - window start per step
+    (read from the layers it changed where uniform_shift.ShiftedSpans applies)."""
     n = graph.base.size
     batch = max(1, MAX_COPY_NODES // max(n, 1))
     members = _members_of(graph, plan)
-    cuts = c_measured = None  # built with the first batch that sweeps
+    cuts = c_measured = tables = None  # built with the first batch that sweeps
+    work = None  # ShiftedSpans' x and y, the measured times except where a variant is being computed
     pending = iter(variants)
     while chunk := list(itertools.islice(pending, batch)):
         if plan.order is None:
             for dur, transfer, changed in chunk:
-                yield forward(graph, dur, transfer, plan=plan, warm=(*warm, changed))[1]
+                y = forward(graph, dur, transfer, plan=plan, warm=(*warm, changed))[1]
+                yield y if steps is None else _step_max(y, steps)
             continue
         copies = len(chunk)
         dur, transfer = _stacked([v[0] for v in chunk]), _stacked([v[1] for v in chunk])
@@ -225,10 +230,39 @@ def forward_many(graph: Graph, variants: Iterable[tuple[np.ndarray, np.ndarray, 
         dirty = _stacked([_warm_dirty(graph, plan, v[2]) for v in chunk])
         if cuts is None:
             cuts = Cuts.of(graph, plan, *warm)
-        early = _EarlyStop(cuts, graph.base.size, np.array([cuts.first_check(v[2]) for v in chunk], np.int64))
-        _, y = _sweep(graph, plan, members, c, dur, transfer, _tiled(warm[0], copies), _tiled(warm[1], copies),
-                      dirty, copies, early)
-        yield from y.reshape(copies, n)
+            tables = None if steps is None else ShiftedSpans.of(cuts, *steps)
+        early = _EarlyStop(cuts, n, np.array([cuts.first_check(v[2]) for v in chunk], np.int64),
+                           write=tables is None)
+        if tables is None:
+            _, y = _sweep(graph, plan, members, c, dur, transfer, _tiled(warm[0], copies), _tiled(warm[1], copies),
+                          dirty, copies, early)
+            yield from (y.reshape(copies, n) if steps is None else (_step_max(v, steps) for v in y.reshape(copies, n)))
+            continue
+        if work is None:
+            work = (_tiled(warm[0], copies), _tiled(warm[1], copies))
+        x, y = work[0][:copies * n], work[1][:copies * n]
+        first = _first_layers(plan.order, dirty.reshape(copies, -1))
+        _sweep(graph, plan, members, c, dur, transfer, x, y, dirty, copies, early)
+        for k in range(copies):
+            last = int(early.at[k]) if early.finished[k] else cuts.layers - 1
+            yield tables.spans(y, k * n, int(first[k]), last, early.shift[k])
+            tables.restore(x, y, k * n, int(first[k]), last, *warm)
+
+
+def _first_layers(order: "Order", by_copy: np.ndarray) -> np.ndarray:
+    """Per copy, the first layer holding one of its dirty units (the layers count if none)."""
+    copy, unit = np.nonzero(by_copy)  # a few units each: no pass over every unit of every copy
+    out = np.full(by_copy.shape[0], order.layer_ptr.size - 1, np.int64)
+    np.minimum.at(out, copy, order.unit_layer[unit])
+    return out
+
+
+def _step_max(y: np.ndarray, steps: tuple[np.ndarray, int, np.ndarray]) -> np.ndarray:
+    """The largest y - window start per step index."""
+    step_of, count, wstart = steps
+    out = np.full(count, NEVER, np.int64)
+    np.maximum.at(out, step_of, y - wstart)
+    return out
 
 
 def _stacked(arrays: list[np.ndarray]) -> np.ndarray:
@@ -421,10 +455,14 @@ class _EarlyStop:
     """The copies' uniform-shift checks (uniform_shift.Cuts): each copy's next check layer, first its
     last changed layer, then 1, 2, 4... checkable layers further after each miss."""
 
-    def __init__(self, cuts: Cuts, n: int, first: np.ndarray) -> None:
-        self.cuts, self.n = cuts, n
+    def __init__(self, cuts: Cuts, n: int, first: np.ndarray, write: bool = True) -> None:
+        self.cuts, self.n, self.write = cuts, n, write
         self.next, self.gap = first, np.ones(first.size, np.int64)
         self.finished = np.zeros(first.size, bool)
+        self.at = np.full(first.size, NO_CHECK, np.int64)
+        """The layer each finished copy stopped after."""
+        self.shift: list[np.ndarray | None] = [None] * first.size
+        """Without write: each finished copy's shift per component, its later times left the measured."""
 
     def before(self, layer: int, x: np.ndarray, y: np.ndarray, by_copy: np.ndarray, order: "Order") -> None:
         """Before the sweep computes layer (the layers since the last it computed had nothing to do, so
@@ -434,12 +472,19 @@ class _EarlyStop:
         while (due := np.flatnonzero(self.next < layer)).size:
             for k in due:
                 at = int(self.next[k])
-                if self.cuts.shift_rest(at, x, y, int(k) * self.n):
+                if self._shifted(k, at, x, y):
                     by_copy[k, order.layer_units[order.layer_ptr[at + 1]:]] = False
-                    self.next[k], self.finished[k] = NO_CHECK, True
+                    self.next[k], self.finished[k], self.at[k] = NO_CHECK, True, at
                 else:
                     self.next[k] = self.cuts.next_checkable(at + int(self.gap[k]))
                     self.gap[k] *= 2
+
+    def _shifted(self, k: int, at: int, x: np.ndarray, y: np.ndarray) -> bool:
+        """Whether copy k has shifted uniformly at layer at: its later times written (write), else its shift kept."""
+        if self.write:
+            return self.cuts.shift_rest(at, x, y, k * self.n)
+        self.shift[k] = self.cuts.uniform_shift(at, x, y, k * self.n)
+        return self.shift[k] is not None
 
 
 def _sweep(graph: Graph, plan: Plan, members: Members, c: np.ndarray, dur: np.ndarray, transfer: np.ndarray,

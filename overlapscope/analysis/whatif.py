@@ -93,7 +93,7 @@ def _hidden(solved: Solved, mask: np.ndarray, *, no_sync: bool = False) -> pd.Se
 
 def _hidden_many(solved: Solved, hidden: Iterable[np.ndarray]) -> Iterator[pd.Series]:
     """_hidden for each set of node positions in turn, the solves swept together
-    (longest_path.forward_many). A set without untied comm keeps the graph's durations (the same
+    (longest_path.forward_many, which gives each set's step spans from the layers it changed). A set without untied comm keeps the graph's durations (the same
     array: the sweep then reuses the measured chain prefix)."""
     g = solved.graph
     warm = (solved.nodes["x"].to_numpy(np.int64), solved.nodes["y"].to_numpy(np.int64))
@@ -110,8 +110,11 @@ def _hidden_many(solved: Solved, hidden: Iterable[np.ndarray]) -> Iterator[pd.Se
         dur[untied] = 0
         return dur, transfer, mask
 
-    for y in forward_many(g, map(variant, hidden), plan=solved.plan, warm=warm):
-        yield step_spans(solved, y)
+    groups, nodes = solved.step_groups, solved.nodes
+    steps = (np.searchsorted(groups.steps, nodes["step"].to_numpy()), groups.steps.size,
+             nodes["wstart_ns"].to_numpy(np.int64))
+    for best in forward_many(g, map(variant, hidden), plan=solved.plan, warm=warm, steps=steps):
+        yield groups.series(best)
 
 
 def saving_bound(solved: Solved, on: np.ndarray) -> int:
