@@ -187,7 +187,7 @@ def forward(graph: Graph, dur: np.ndarray | None = None, transfer: np.ndarray | 
         return _sweep(graph, plan, members, c, dur, transfer, np.full(n, NEVER, dtype=np.int64),
                       np.full(n, NEVER, dtype=np.int64), np.ones(_units(plan), dtype=bool))
     return _sweep(graph, plan, members, c, dur, transfer, warm[0].copy(), warm[1].copy(),
-                  _warm_dirty(graph, plan, warm[2]))
+                  _warm_dirty(graph, plan, np.flatnonzero(warm[2])))
 
 
 MAX_COPY_NODES = 1 << 19
@@ -227,11 +227,12 @@ def forward_many(graph: Graph, variants: Iterable[tuple[np.ndarray, np.ndarray, 
         # a variant that keeps every duration (one hiding transfers only) keeps the measured chain prefix
         c = _stacked([c_measured if v[0] is graph.dur or np.array_equal(v[0], graph.dur) else
                       _chain_prefix(graph, _increments(graph, v[0])) for v in chunk])
-        dirty = _stacked([_warm_dirty(graph, plan, v[2]) for v in chunk])
+        changed = [np.flatnonzero(v[2]) for v in chunk]  # once per variant: each is a pass over every node
+        dirty = _stacked([_warm_dirty(graph, plan, at) for at in changed])
         if cuts is None:
             cuts = Cuts.of(graph, plan, *warm)
             tables = None if steps is None else ShiftedSpans.of(cuts, *steps)
-        early = _EarlyStop(cuts, n, np.array([cuts.first_check(v[2]) for v in chunk], np.int64),
+        early = _EarlyStop(cuts, n, np.array([cuts.first_check(at) for at in changed], np.int64),
                            write=tables is None)
         if tables is None:
             _, y = _sweep(graph, plan, members, c, dur, transfer, _tiled(warm[0], copies), _tiled(warm[1], copies),
@@ -241,7 +242,7 @@ def forward_many(graph: Graph, variants: Iterable[tuple[np.ndarray, np.ndarray, 
         if work is None:
             work = (_tiled(warm[0], copies), _tiled(warm[1], copies))
         x, y = work[0][:copies * n], work[1][:copies * n]
-        first = _first_layers(plan.order, dirty.reshape(copies, -1))
+        first = [_first_layer(plan.order, at) for at in changed]
         _sweep(graph, plan, members, c, dur, transfer, x, y, dirty, copies, early)
         for k in range(copies):
             last = int(early.at[k]) if early.finished[k] else cuts.layers - 1
@@ -249,12 +250,10 @@ def forward_many(graph: Graph, variants: Iterable[tuple[np.ndarray, np.ndarray, 
             tables.restore(x, y, k * n, int(first[k]), last, *warm)
 
 
-def _first_layers(order: "Order", by_copy: np.ndarray) -> np.ndarray:
-    """Per copy, the first layer holding one of its dirty units (the layers count if none)."""
-    copy, unit = np.nonzero(by_copy)  # a few units each: no pass over every unit of every copy
-    out = np.full(by_copy.shape[0], order.layer_ptr.size - 1, np.int64)
-    np.minimum.at(out, copy, order.unit_layer[unit])
-    return out
+def _first_layer(order: "Order", changed: np.ndarray) -> int:
+    """The first layer a variant with the nodes at positions changed computes (the layers count if
+    none): their sub-chains' (the next sub-chain of a lane and a member's instance come later)."""
+    return int(order.unit_layer[order.node_sub[changed]].min()) if changed.size else order.layer_ptr.size - 1
 
 
 def _step_max(y: np.ndarray, steps: tuple[np.ndarray, int, np.ndarray]) -> np.ndarray:
@@ -296,11 +295,11 @@ def _units(plan: Plan) -> int:
     return plan.order.sub_start.size + plan.member_ptr.size - 1
 
 
-def _warm_dirty(graph: Graph, plan: Plan, changed_mask: np.ndarray) -> np.ndarray:
+def _warm_dirty(graph: Graph, plan: Plan, changed: np.ndarray) -> np.ndarray:
     """The units a warm solve computes first: those holding a changed node, the lane's next sub-chain
-    after each (a changed duration moves it), and the instances the changed nodes belong to."""
+    after each (a changed duration moves it), and the instances the changed nodes belong to. changed:
+    their positions."""
     order = plan.order
-    changed = np.flatnonzero(changed_mask)
     dirty = np.zeros(_units(plan), dtype=bool)
     sub = order.node_sub[changed]
     dirty[sub] = True
@@ -469,15 +468,19 @@ class _EarlyStop:
         the state after each of them is the current one): make every check due before it - finish
         each copy that has shifted uniformly (its later times written, its later units no longer
         dirty), reschedule the others."""
+        finished = []
         while (due := np.flatnonzero(self.next < layer)).size:
             for k in due:
                 at = int(self.next[k])
                 if self._shifted(k, at, x, y):
-                    by_copy[k, order.layer_units[order.layer_ptr[at + 1]:]] = False
+                    finished.append(k)
                     self.next[k], self.finished[k], self.at[k] = NO_CHECK, True, at
                 else:
                     self.next[k] = self.cuts.next_checkable(at + int(self.gap[k]))
                     self.gap[k] *= 2
+        if not self.finished.all():  # else the sweep stops here: no need to undo the rest (most units, ~1 ms)
+            for k in finished:
+                by_copy[k, order.layer_units[order.layer_ptr[self.at[k] + 1]:]] = False
 
     def _shifted(self, k: int, at: int, x: np.ndarray, y: np.ndarray) -> bool:
         """Whether copy k has shifted uniformly at layer at: its later times written (write), else its shift kept."""
