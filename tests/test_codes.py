@@ -81,3 +81,15 @@ def test_category_names_are_computed_once_per_categories_and_shared_read_only():
         names[0] = "c"  # shared by every caller: never written
     other = pd.Series(pd.Categorical(["c"]))
     assert list(codes_names(other)[1][:-1]) == ["c"]  # other categories, other names
+
+
+@pytest.mark.parametrize("dtype", [object, "str"])
+def test_str_codes_give_numpys_text_of_every_value(dtype):
+    from overlapscope.core.codes import str_codes
+
+    values = ["b", None, "a", "b", float("nan"), "a", None, ""]
+    column = pd.Series(values, dtype=dtype)
+    codes, names = str_codes(column)
+    assert names[codes].tolist() == column.to_numpy(object).astype(str).tolist()
+    assert names.dtype == object and all(type(n) is str for n in names)
+    assert len(set(codes[[0, 3]])) == 1 and len(set(codes[[2, 5]])) == 1  # a value converted once

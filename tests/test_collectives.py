@@ -259,3 +259,21 @@ def test_stream_keys_join_group_collective_and_op_of_each_row():
     key, reason = stream_keys(comm)
     assert key.dtype == object and reason.tolist() == [""] * 500
     assert key.tolist() == [f"{g}|{c}|{o}" for g, c, o in zip(comm["group"], comm["collective"], comm["op"])]
+
+
+def test_bandwidth_group_size_from_the_group_else_the_ranks_that_ran_it():
+    import numpy as np
+
+    from overlapscope.analysis.collectives import _add_bandwidth
+
+    rows = pd.DataFrame({"instance": [1, 1, 0, 0, 2], "bytes": [4, 4, 8, 8, 2], "group": ["9", "9", "0", "0", None],
+                         "ranks": [2, 2, 2, 2, 1], "transfer_ns": [1, 1, 4, 2, 0],
+                         "collective": ["all_reduce"] * 4 + ["all_gather"]})
+    _add_bandwidth(rows, {"0": 4})
+    # group "0" is known to hold 4 ranks; "9" and a missing group (after "0": not its size) fall back
+    # to the ranks seen
+    assert rows["group_size"].tolist() == [2, 2, 4, 4, 1]
+    assert rows["instance_transfer_ns"].tolist() == [1, 1, 4, 4, 0]
+    # busbw = S / t x 2(n-1)/n for all_reduce (nccl-tests); no transfer: NaN
+    assert rows["busbw_gbps"].tolist()[:4] == [4.0, 4.0, 8 / 4 * 1.5, 8 / 2 * 1.5]
+    assert np.isnan(rows["busbw_gbps"].iloc[4])

@@ -152,3 +152,11 @@ def test_owned_intervals_rows_of_each_owner_in_the_order_asked():
     empty = iv.OwnedIntervals.of({})
     assert [a.size for a in empty.rows_of(np.empty(0, np.int64))] == [0, 0, 0]
     assert empty.held(np.array([1])).tolist() == [False]
+
+
+def test_concat_ranges_is_each_arange_in_turn():
+    starts, stops = np.array([3, 0, 7, 7, 10]), np.array([6, 2, 7, 9, 11])  # one empty range
+    want = np.concatenate([np.arange(a, b) for a, b in zip(starts, stops)])
+    got = iv.concat_ranges(starts, stops)
+    assert got.tolist() == want.tolist() == [3, 4, 5, 0, 1, 7, 8, 10] and got.dtype == np.int64
+    assert iv.concat_ranges(np.empty(0, np.int64), np.empty(0, np.int64)).size == 0

@@ -210,6 +210,7 @@ def _add_bandwidth(rows: pd.DataFrame, group_sizes: Mapping[str, int]) -> None:
     nbytes = inst["bytes"].transform("max").to_numpy(np.int64)
     rows["bytes"] = nbytes
     codes, names = pd.factorize(rows["group"])  # a lookup per distinct group, not per row
+    # code -1 (a missing group) takes the 0 appended last, as .get(nan, 0) did
     sizes = np.array([group_sizes.get(g, 0) for g in names] + [0], dtype=np.int64)[codes]
     rows["group_size"] = np.where(sizes > 0, sizes, rows["ranks"].to_numpy())
     rows["instance_transfer_ns"] = inst["transfer_ns"].transform("max").to_numpy(np.int64)

@@ -68,16 +68,16 @@ def cross_rank_sections(run: Run, parts: Sequence[Mapping[str, pd.DataFrame]]) -
     (rank) order."""
     ranks = [t.rank for t in run.ranks]
     groups_of = rank_groups((t.rank, t.meta.process_groups) for t in run.ranks)
-    coll = collectives_of_ranks({r: _numbered(p["comm"], r, p.get("rank")) for r, p in zip(ranks, parts)},
+    coll = collectives_of_ranks({r: _numbered(p["comm"], r, p["rank"]) for r, p in zip(ranks, parts)},
                                 {r: p["uncovered"] for r, p in zip(ranks, parts)},
                                 group_sizes=group_sizes(run), groups_of=groups_of,
                                 windows={r: p["windows"] for r, p in zip(ranks, parts)},
                                 config=MatchConfig(shared_clock=one_host(run)))
-    prefetch = pd.concat([_numbered(p["prefetch"], r, p.get("rank")) for r, p in zip(ranks, parts)], ignore_index=True)
+    prefetch = pd.concat([_numbered(p["prefetch"], r, p["rank"]) for r, p in zip(ranks, parts)], ignore_index=True)
     # A rank without events keeps the rank -1 stage_bubbles gives it (as analyzing its table does).
     bubbles, spans, bubble_notes = bubbles_of_ranks(
-        [_numbered(p["spans"], r, p.get("rank")) for r, p in zip(ranks, parts)],
-        lambda: [_numbered(p["stage_bubbles"], r, p.get("rank")) if len(t.events) else p["stage_bubbles"]
+        [_numbered(p["spans"], r, p["rank"]) for r, p in zip(ranks, parts)],
+        lambda: [_numbered(p["stage_bubbles"], r, p["rank"]) if len(t.events) else p["stage_bubbles"]
                  for r, p, t in zip(ranks, parts, run.ranks)],
         run.manifest, len(ranks))
     return {

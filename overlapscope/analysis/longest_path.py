@@ -24,7 +24,7 @@ from typing import Iterable, Iterator, NamedTuple
 import numpy as np
 import pandas as pd
 
-from ..core.intervals import distinct
+from ..core.intervals import concat_ranges, distinct
 from .uniform_shift import NO_CHECK, Cuts, ShiftedSpans
 
 NEVER = np.int64(-(2 ** 62))
@@ -134,7 +134,7 @@ class Plan(NamedTuple):
 
     def members_of(self, instances: np.ndarray) -> np.ndarray:
         """The member nodes of these instances, instance by instance."""
-        return self.members[_ranges(self.member_ptr[instances], self.member_ptr[instances + 1])]
+        return self.members[concat_ranges(self.member_ptr[instances], self.member_ptr[instances + 1])]
 
 
 def _ptr(keys: np.ndarray, n: int) -> np.ndarray:
@@ -149,13 +149,6 @@ def _members(inst: np.ndarray, count: int | None = None) -> tuple[np.ndarray, np
     if count is None:
         count = int(inst[matched].max()) + 1 if matched.size else 0
     return _ptr(inst[matched], count), order
-
-
-def _ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
-    """The concatenation of arange(start, stop) for each pair, in one vector operation."""
-    lens = stops - starts
-    offsets = np.cumsum(lens) - lens
-    return np.repeat(starts - offsets, lens) + np.arange(int(lens.sum()), dtype=np.int64)
 
 
 def _segment_max(values: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -321,7 +314,7 @@ def _settle_members(touched: np.ndarray, members: Members, x: np.ndarray, y: np.
     """Each touched collective's members end at max(J, x) + t (J its last arrival); the members whose end
     moved. node_off: per touched collective, where its copy's nodes start in x, y and transfer (copies)."""
     lo, hi = members.ptr[touched], members.ptr[touched + 1]
-    m = members.nodes[_ranges(lo, hi)]
+    m = members.nodes[concat_ranges(lo, hi)]
     if not np.isscalar(node_off):
         m = m + np.repeat(node_off, hi - lo)
     has, join = _segment_max(x[m], hi - lo)
@@ -336,7 +329,7 @@ def _ext(graph: Graph, plan: Plan, nodes: np.ndarray, y: np.ndarray, node_off: n
     copy's ends start in y (copies)."""
     ext = graph.base[nodes]
     lo, hi = plan.in_ptr[nodes], plan.in_ptr[nodes + 1]
-    into = plan.in_edge[_ranges(lo, hi)]
+    into = plan.in_edge[concat_ranges(lo, hi)]
     if into.size:
         src = graph.src[into] if np.isscalar(node_off) else graph.src[into] + np.repeat(node_off, hi - lo)
         # y = NEVER (not reached yet) stays far below any base: never the max
@@ -359,7 +352,7 @@ def _update(graph, plan, members, idx, xi, x, y, dur, transfer, touched) -> np.n
     if touched.size:
         moved.append(_settle_members(touched, members, x, y, transfer))
     moved = np.concatenate(moved)
-    return plan.out_dst[_ranges(plan.out_ptr[moved], plan.out_ptr[moved + 1])]
+    return plan.out_dst[concat_ranges(plan.out_ptr[moved], plan.out_ptr[moved + 1])]
 
 
 def _passes_forward(graph, plan, members, c, dur, transfer) -> tuple[np.ndarray, np.ndarray]:
@@ -371,7 +364,7 @@ def _passes_forward(graph, plan, members, c, dur, transfer) -> tuple[np.ndarray,
     for _ in range(MAX_PASSES):
         if chains.size == 0 and touched.size == 0:
             return x, y
-        idx = _ranges(plan.chain_start[chains], plan.chain_stop[chains])
+        idx = concat_ranges(plan.chain_start[chains], plan.chain_stop[chains])
         a = _ext(graph, plan, idx, y) + graph.u[idx] - c[idx]
         xi = c[idx] + _segmented_cummax(a, plan.node_chain[idx])
         moved_into = _update(graph, plan, members, idx, xi, x, y, dur, transfer, touched)
@@ -434,7 +427,7 @@ class Order(NamedTuple):
         layers, frontier = [], np.flatnonzero(indeg == 0)
         while frontier.size:
             layers.append(frontier)
-            outs = dep_cons[_ranges(dep_ptr[frontier], dep_ptr[frontier + 1])]
+            outs = dep_cons[concat_ranges(dep_ptr[frontier], dep_ptr[frontier + 1])]
             if outs.size == 0:
                 break
             hit, count = np.unique(outs, return_counts=True)
@@ -528,7 +521,7 @@ def _sweep(graph: Graph, plan: Plan, members: Members, c: np.ndarray, dur: np.nd
             first, stop = order.sub_start[sub], order.sub_stop[sub]
             lens = stop - first
             single = bool((lens == 1).all())  # one node each (the common case): no runs to accumulate
-            idx = first if single else _ranges(first, stop)
+            idx = first if single else concat_ranges(first, stop)
             idx_copy = sub_copy if single else np.repeat(sub_copy, lens)
             at = np.arange(sub.size) if single else np.cumsum(lens) - lens
             first_off, idx_off = (sub_copy * n, idx_copy * n) if copies > 1 else (0, 0)
@@ -570,7 +563,7 @@ def _sweep(graph: Graph, plan: Plan, members: Members, c: np.ndarray, dur: np.nd
         moved = np.concatenate(moved)
         moved_copy, moved = np.divmod(moved, n) if copies > 1 else (None, moved)
         lo, hi = plan.out_ptr[moved], plan.out_ptr[moved + 1]
-        reads = order.node_sub[plan.out_dst[_ranges(lo, hi)]]
+        reads = order.node_sub[plan.out_dst[concat_ranges(lo, hi)]]
         dirty[reads if moved_copy is None else np.repeat(moved_copy * per_copy, hi - lo) + reads] = True
         pending[order.unit_layer[np.concatenate(marked + [reads])]] = True
     return x, y
@@ -617,12 +610,12 @@ def _sweep_back(graph: Graph, plan: Plan, p: np.ndarray, deadline: np.ndarray) -
             sub = units[:split]
             first, stop = order.sub_start[sub], order.sub_stop[sub]
             lens = stop - first
-            idx = _ranges(first, stop)
+            idx = concat_ranges(first, stop)
             v = deadline[idx] - p[idx]
             end = stop - 1
             at = np.cumsum(lens) - 1  # each run's last node in idx
             lo, hi = plan.out_ptr[end], plan.out_ptr[end + 1]
-            out = plan.out_edge[_ranges(lo, hi)]
+            out = plan.out_edge[concat_ranges(lo, hi)]
             if out.size:
                 has, best = _segment_min(lx[graph.dst[out]] - graph.u[graph.dst[out]] - graph.lag[out], hi - lo)
                 v[at[has]] = np.minimum(v[at[has]], best - p[end[has]])
@@ -638,7 +631,7 @@ def _sweep_back(graph: Graph, plan: Plan, p: np.ndarray, deadline: np.ndarray) -
         if split < units.size:
             inst = units[split:] - subs
             lo, hi = plan.member_ptr[inst], plan.member_ptr[inst + 1]
-            m = plan.members[_ranges(lo, hi)]
+            m = plan.members[concat_ranges(lo, hi)]
             has, join = _segment_min(ly[m] - graph.transfer[m], hi - lo)
             lx[m] = np.repeat(join, (hi - lo)[has])
     return lx, ly

@@ -31,7 +31,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from .clock import ClockOffsets, estimate_offsets
-from ..core.codes import codes_names, isin, per_name, shared_codes
+from ..core.codes import codes_names, isin, per_name, shared_codes, str_codes
 from ..core.frames import built_once
 
 P2P = ("send", "recv")
@@ -130,15 +130,12 @@ def stream_keys(comm: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     ranks (`nccl:send 0->1`; group ranks) when every p2p row of the group has them, else - in a
     group where exactly two ranks do p2p - from those two ranks (global)."""
     # `group|collective|op`, joined once per distinct triple (a few per run), not per row
-    (g, group_names), (c, coll_names), (o, op_names) = (
-        pd.factorize(comm[col].to_numpy(object), use_na_sentinel=False) for col in ("group", "collective", "op"))
-    group_names, coll_names, op_names = (np.asarray(n, dtype=object).astype(str)
-                                         for n in (group_names, coll_names, op_names))
+    (g, group_names), (c, coll_names), (o, op_names) = (str_codes(comm[col]) for col in ("group", "collective", "op"))
     triple, at = np.unique((g.astype(np.int64) * len(coll_names) + c) * len(op_names) + o, return_inverse=True)
     gi, rest = np.divmod(triple, len(coll_names) * len(op_names))
     ci, oi = np.divmod(rest, len(op_names))
     names = [f"{a}|{b}|{d}" for a, b, d in zip(group_names[gi].tolist(), coll_names[ci].tolist(), op_names[oi].tolist())]
-    key = np.array(names + [""], dtype=object)[:-1][at.reshape(-1)]
+    key = np.array(names, dtype=object)[at.reshape(-1)]
     reason = np.full(len(comm), "", dtype=object)
     p2p = np.isin(coll_names, P2P)[c]
     if p2p.any():

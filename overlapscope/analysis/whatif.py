@@ -20,6 +20,7 @@ from typing import Iterable, Iterator
 import numpy as np
 import pandas as pd
 
+from ..core.codes import str_codes
 from .critical_path import Solved, step_spans
 from .longest_path import forward, forward_many
 
@@ -54,15 +55,9 @@ def _comm_labels(nodes: pd.DataFrame) -> tuple[np.ndarray, dict[str, np.ndarray]
 
 
 def _as_str(column: pd.Series) -> np.ndarray:
-    """The values as str, as astype(str) gives them (a missing value: "nan"), an object array; each
-    distinct value converted once."""
-    codes, uniq = pd.factorize(column)
-    names = np.asarray(uniq, dtype=object).astype(str).astype(object)
-    out = names[codes] if names.size else np.empty(codes.size, dtype=object)
-    missing = codes < 0
-    if missing.any():
-        out[missing] = column.to_numpy(object)[missing].astype(str)
-    return out
+    """The values as str, as astype(str) gives them (a missing value: "nan"), an object array."""
+    codes, names = str_codes(column)
+    return names[codes]
 
 
 def _joined(a: np.ndarray, sep: str, b: np.ndarray) -> np.ndarray:

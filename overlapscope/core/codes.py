@@ -88,3 +88,17 @@ def per_name(column: pd.Series, fn, dtype=object) -> np.ndarray:
     else:
         out = np.array(values, dtype=dtype)
     return out[codes]
+
+
+def str_codes(column: pd.Series | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, names) with names[codes] equal to `column.to_numpy(object).astype(str)` (NumPy's text
+    of each value: a missing one reads "nan" or "None"), element for element; each distinct value
+    converted once (a factorize, Arrow-native for a str column), each missing row on its own."""
+    codes, uniq = pd.factorize(column)
+    names = np.asarray(uniq, dtype=object).astype(str).astype(object)
+    missing = codes < 0
+    if missing.any():
+        codes = codes.copy()
+        codes[missing] = names.size + np.arange(int(missing.sum()))
+        names = np.concatenate([names, np.asarray(column, dtype=object)[missing].astype(str).astype(object)])
+    return codes.astype(np.intp), names
