@@ -9,7 +9,7 @@ import pandas as pd
 from kineto_builder import KinetoTrace
 from overlapscope.analysis.all_to_all import all_to_all_rows
 from overlapscope.analysis.matching import comm_rows
-from overlapscope.core.frames import built_once, empty_frame
+from overlapscope.core.frames import _joined_blocks, built_once, empty_frame, stacked_frames
 from overlapscope.ingest.kineto import read_kineto
 
 
@@ -41,3 +41,47 @@ def test_no_comm_results_have_the_dtypes_of_a_result_with_comm(tmp_path):
             # text columns: object when empty, as pandas builds an empty object array (str when it holds strings)
             want = object if pd.api.types.is_string_dtype(full[col].dtype) else full[col].dtype
             assert empty[col].dtype == want, col
+
+
+def _same_as_concat(frames: list[pd.DataFrame], *, block_by_block: bool) -> pd.DataFrame:
+    assert (_joined_blocks(frames) is not None) == block_by_block  # which of the two paths it takes
+    want, got = pd.concat(frames, ignore_index=True), stacked_frames(frames)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert list(got.dtypes) == list(want.dtypes) and got.columns.equals(want.columns)
+    assert got.index.equals(want.index)
+    return got
+
+
+def _rank_frame(rank: int, rows: int) -> pd.DataFrame:
+    rng = np.random.default_rng(rank)
+    return pd.DataFrame({
+        "step": np.arange(rows, dtype=np.int32), "name": pd.array([f"r{rank}k{i}" for i in range(rows)], dtype="str"),
+        "ns": rng.integers(0, 1 << 40, rows), "pct": rng.random(rows), "who": pd.Series(["x"] * rows, dtype=object),
+        "ok": rng.random(rows) > 0.5, "cat": pd.Categorical(["a", "b"] * (rows // 2) + ["a"] * (rows % 2), ["a", "b"]),
+        "when": pd.to_datetime(rng.integers(0, 1 << 40, rows), utc=True).as_unit("ns"), "n": pd.array(range(rows), dtype="Int64")})
+
+
+def test_stacked_frames_is_pd_concat():
+    """Frames of one schema (blocks of every kind: NumPy numbers, object, str, bool, categorical,
+    tz-aware datetimes, nullable ints; some empty) join block by block; the result is pd.concat's."""
+    frames = [_rank_frame(rank, rows) for rank, rows in enumerate([3, 0, 5, 1, 0, 7])]
+    got = _same_as_concat(frames, block_by_block=True)
+    assert len(got) == 16 and got["name"].tolist()[:3] == ["r0k0", "r0k1", "r0k2"]
+    _same_as_concat([f.iloc[:0] for f in frames], block_by_block=True)  # every frame empty
+    _same_as_concat(frames[:1], block_by_block=True)
+
+
+def test_stacked_frames_falls_back_where_frames_differ():
+    """Frames pd.concat must align: other column orders, missing columns, other dtypes, other
+    categories, another block layout (an unconsolidated frame), duplicate names, no columns."""
+    a, b = _rank_frame(0, 4), _rank_frame(1, 3)
+    _same_as_concat([a, b[list(reversed(b.columns))]], block_by_block=False)
+    _same_as_concat([a, b.drop(columns="pct")], block_by_block=False)
+    _same_as_concat([a, b.astype({"ns": np.float64})], block_by_block=False)
+    _same_as_concat([a, b.assign(cat=pd.Categorical(["c", "c", "c"]))], block_by_block=False)
+    unconsolidated = b.copy()
+    unconsolidated["extra"] = 1  # a block of its own, where a new frame holds it in the int64 block
+    _same_as_concat([pd.DataFrame({**dict(a.items()), "extra": 2}), unconsolidated], block_by_block=False)
+    dup = pd.DataFrame([[1, 2]], columns=["x", "x"])
+    _same_as_concat([dup, dup], block_by_block=False)
+    _same_as_concat([pd.DataFrame(index=range(2)), pd.DataFrame(index=range(3))], block_by_block=False)

@@ -11,7 +11,7 @@ from .ring import RING_LABEL, ring_attention_part, ring_steps
 from .breakdown import exposed_by_key_and_step, exposed_by_key_of_intervals, exposed_by_label_pass, launch_scopes
 from .costmodel import CostConfig
 from ..core.codes import as_str, isin
-from ..core.frames import built_once
+from ..core.frames import built_once, stacked_frames
 from .comm_classes import comm_classes
 from .crossrank import cross_rank_sections, rank_parts
 from .depgraph import rank_graph
@@ -101,7 +101,7 @@ def combine(run: Run, sections: list[dict[str, pd.DataFrame]], *, cost: CostConf
         if len(frames) != len(run.ranks):
             raise ValueError(f"{len(frames)} per-rank sections for {len(run.ranks)} ranks")
         # one concat and one rank column (a per-rank copy and column insert cost ~1 ms a rank)
-        out = pd.concat(frames, ignore_index=True)
+        out = stacked_frames(frames)
         out.insert(0, "rank", np.repeat(np.array([t.rank for t in run.ranks], dtype=np.int32),
                                         [len(f) for f in frames]))
         return out

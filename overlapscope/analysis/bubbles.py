@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.codes import isin, per_name, shared_codes
-from ..core.frames import empty_frame
+from ..core.frames import empty_frame, stacked_frames
 from ..core.roles import microbatch_label
 from .overlap import lane_sets
 
@@ -149,11 +149,11 @@ def bubbles_of_ranks(spans: list[pd.DataFrame], stages: Callable[[], list[pd.Dat
                      manifest: Mapping[str, Any] | None, n_ranks: int) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """The reduce of `pipeline_bubbles`: per-rank `microbatch_spans` and (called only for a pipeline)
     per-rank `stage_bubbles`, in rank order."""
-    spans = pd.concat(spans, ignore_index=True)
+    spans = stacked_frames(spans)
     layout = pipeline_layout(manifest, spans, n_ranks)
     if not layout["source"]:
         return (pd.DataFrame(columns=list(BUBBLE_COLUMNS)), spans, [])
-    out = pd.concat(stages(), ignore_index=True)
+    out = stacked_frames(stages())
     theory = theory_fraction(layout["schedule"], layout["stages"], layout["microbatches"], layout["chunks"])
     out["theory_pct"] = 100.0 * theory
     out["schedule"] = layout["schedule"]

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import intervals as iv
-from ..core.frames import empty_frame
+from ..core.frames import empty_frame, stacked_frames
 from .groups import infer_groups
 from .matching import P2P, MatchConfig, comm_rows, match_collectives, on_device
 from .overlap import lane_sets
@@ -107,7 +107,7 @@ def collectives_of_ranks(comm: Mapping[int, pd.DataFrame], uncovered: Mapping[in
     uncovered (`uncovered_set`), both keyed by rank; windows (rank -> step windows) clip wait and
     transfer time as comm time is clipped."""
     ranks = sorted(int(r) for r in comm)
-    comm = pd.concat([comm[r] for r in ranks], ignore_index=True)
+    comm = stacked_frames([comm[r] for r in ranks])
     if len(ranks) < 2 or comm["rank"].nunique() < 2:
         # One rank: nothing to match, and no clock to align against.
         empty = _empty(COLLECTIVE_COLUMNS)

@@ -16,6 +16,7 @@ from typing import Mapping, NamedTuple
 import numpy as np
 import pandas as pd
 
+from ..core.frames import stacked_frames
 from .depgraph import RankGraph
 from .longest_path import Graph, Plan, backward, forward
 
@@ -75,8 +76,8 @@ def solve(graphs: Mapping[int, RankGraph], offsets: Mapping[int, int], window_st
     """Assemble every rank's graph on the common clock, tie collectives, and run the forward pass."""
     ranks = sorted(graphs)
     # one concat, then every per-rank shift as one repeat (a per-rank frame copy cost ~4 ms a rank)
-    nodes = pd.concat([graphs[r].nodes for r in ranks], ignore_index=True)
-    edges = pd.concat([graphs[r].edges for r in ranks], ignore_index=True)
+    nodes = stacked_frames([graphs[r].nodes for r in ranks])
+    edges = stacked_frames([graphs[r].edges for r in ranks])
     sizes = np.array([len(graphs[r].nodes) for r in ranks], dtype=np.int64)
     node_off = np.cumsum(sizes) - sizes
     chains = np.zeros(len(ranks), dtype=np.int64)  # each rank's chain count: its largest chain id + 1

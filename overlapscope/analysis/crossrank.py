@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..core.table import Run
 from ..core import intervals as iv
+from ..core.frames import stacked_frames
 from .bubbles import bubbles_of_ranks, microbatch_spans, stage_bubbles
 from .collectives import collectives_of_ranks, uncovered_set
 from .groups import rank_groups
@@ -73,7 +74,7 @@ def cross_rank_sections(run: Run, parts: Sequence[Mapping[str, pd.DataFrame]]) -
                                 group_sizes=group_sizes(run), groups_of=groups_of,
                                 windows={r: p["windows"] for r, p in zip(ranks, parts)},
                                 config=MatchConfig(shared_clock=one_host(run)))
-    prefetch = pd.concat([_numbered(p["prefetch"], r, p["rank"]) for r, p in zip(ranks, parts)], ignore_index=True)
+    prefetch = stacked_frames([_numbered(p["prefetch"], r, p["rank"]) for r, p in zip(ranks, parts)])
     # A rank without events keeps the rank -1 stage_bubbles gives it (as analyzing its table does).
     bubbles, spans, bubble_notes = bubbles_of_ranks(
         [_numbered(p["spans"], r, p["rank"]) for r, p in zip(ranks, parts)],

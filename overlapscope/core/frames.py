@@ -39,3 +39,58 @@ def built_once(key: str, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
     if frame is None:
         frame = _BUILT[key] = build()
     return frame.copy()
+
+
+def stacked_frames(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """pd.concat(frames, ignore_index=True), ~8x faster for the reduce's case: many small frames of
+    one schema (one per rank). pd.concat plans a join per column and compares every frame's index
+    (~45 us a frame: 0.5 s of a 1,024-rank reduce); frames whose blocks match the first frame's
+    (same dtypes at the same column positions, which frames built by one analyzer have) are joined
+    block by block instead. Anything else (other columns, other dtypes, duplicate names, another
+    block layout, a pandas without these internals) goes to pd.concat, so the result is always the
+    one pd.concat gives."""
+    if not frames:
+        return pd.concat(frames, ignore_index=True)  # pandas' own error
+    try:
+        blocks = _joined_blocks(frames)
+    except (AttributeError, ImportError, TypeError, ValueError):  # internals of another pandas version
+        blocks = None
+    if blocks is None:
+        return pd.concat(frames, ignore_index=True)
+    from pandas.api.internals import create_dataframe_from_blocks
+    return create_dataframe_from_blocks(blocks, index=pd.RangeIndex(sum(len(f) for f in frames)),
+                                        columns=frames[0].columns)
+
+
+def _joined_blocks(frames: list[pd.DataFrame]) -> list[tuple[Any, np.ndarray]] | None:
+    """The first frame's blocks, each joined along the rows with the same block of every frame; None
+    where a frame's columns or blocks differ from the first's (pd.concat then aligns them)."""
+    first = frames[0]
+    columns = first.columns
+    if len(columns) == 0 or not columns.is_unique:
+        return None
+    layout = [(b.dtype, b.mgr_locs.as_array.tobytes()) for b in first._mgr.blocks]
+    values: list[list[Any]] = [[] for _ in layout]
+    same_columns = {id(columns)}  # Index.equals is ~4 us: each distinct Index object is compared once
+    for frame in frames:
+        if id(frame.columns) not in same_columns:
+            if not frame.columns.equals(columns):
+                return None
+            same_columns.add(id(frame.columns))
+        blocks = frame._mgr.blocks
+        if len(blocks) != len(layout):
+            return None
+        for (dtype, locs), block, parts in zip(layout, blocks, values):
+            if (block.dtype is not dtype and block.dtype != dtype) or block.mgr_locs.as_array.tobytes() != locs:
+                return None
+            parts.append(block.values)
+    out = []
+    for (dtype, locs), parts in zip(layout, values):
+        placement = np.frombuffer(locs, dtype=np.intp)
+        if isinstance(dtype, np.dtype):
+            out.append((np.concatenate(parts, axis=1), placement))  # NumPy blocks are (columns, rows)
+        elif parts[0].ndim == 2:  # an extension array kept 2-D as NumPy blocks are (tz-aware datetimes)
+            out.append((type(parts[0])._concat_same_type(parts, axis=1), placement))
+        else:
+            out.append((type(parts[0])._concat_same_type(parts), placement))  # one 1-D extension array
+    return out
