@@ -98,3 +98,19 @@ def test_incremental_solve_on_many_ranks_equals_the_recomputing_one():
             for i in range(collectives) for r in range(ranks) if (i + r) % 5]
     frame = pd.DataFrame([(i, r, e, e - d) for i, r, e, d in rows], columns=["instance", "rank", "end_ns", "start_ns"])
     assert estimate_offsets(frame) == reference_offsets(frame)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.integers(-50, 50), st.integers(0, 40)), min_size=1, max_size=12),
+       st.integers(-60, 60))
+def test_most_feasible_is_the_nearest_deepest_point(intervals, target):
+    """Against the definition, by brute force over every boundary and the target: the deepest points
+    (inside the most closed intervals), the nearest to target of them (the lower of two as near).
+    Covers the shortcut for a target inside every interval and the general sweep."""
+    lo = np.array([a for a, _ in intervals], dtype=np.int64)
+    hi = lo + np.array([w for _, w in intervals], dtype=np.int64)
+    points = np.unique(np.r_[lo, hi, target]).astype(np.float64)
+    depth = ((lo[None, :] <= points[:, None]) & (points[:, None] <= hi[None, :])).sum(axis=1)
+    deepest = points[depth == depth.max()]
+    want = min(deepest.tolist(), key=lambda p: (abs(p - target), p))
+    assert most_feasible(lo.astype(np.float64), hi.astype(np.float64), float(target)) == want
