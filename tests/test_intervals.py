@@ -160,3 +160,34 @@ def test_concat_ranges_is_each_arange_in_turn():
     got = iv.concat_ranges(starts, stops)
     assert got.tolist() == want.tolist() == [3, 4, 5, 0, 1, 7, 8, 10] and got.dtype == np.int64
     assert iv.concat_ranges(np.empty(0, np.int64), np.empty(0, np.int64)).size == 0
+
+
+def _segment_sweep(a, b, op):
+    """intersect / difference as they were computed before (every boundary sorted, each elementary
+    segment tested against both sets, the kept ones merged): the oracle for the binary-search form."""
+    points = iv.distinct(np.concatenate([a.starts, a.ends, b.starts, b.ends]))
+    if points.size < 2:
+        return iv.empty()
+    seg_starts = points[:-1]
+    mask = op(iv.covered_at(a, seg_starts), iv.covered_at(b, seg_starts))
+    return iv.merge(seg_starts[mask], points[1:][mask])
+
+
+def _touching_pieces(s):
+    """A merged set cut at each interval's midpoint: sorted, disjoint, touching (not merged)."""
+    mid = s.starts + (s.ends - s.starts) // 2
+    return iv.cut_at(s, mid[mid > s.starts])
+
+
+@settings(max_examples=400, deadline=None)
+@given(interval_lists, interval_lists, st.booleans())
+def test_intersect_and_difference_equal_the_segment_sweep(a, b, touching):
+    """The same arrays as the segment sweep (so the same merged sets): on merged inputs, and on sorted
+    disjoint inputs whose pieces touch (the result still merged: touching pieces joined)."""
+    A, B = as_set(a), as_set(b)
+    if touching:
+        A, B = _touching_pieces(A), _touching_pieces(B)
+    for got, want in ((iv.intersect(A, B), _segment_sweep(A, B, np.logical_and)),
+                      (iv.difference(A, B), _segment_sweep(A, B, lambda x, y: x & ~y))):
+        assert got.starts.tolist() == want.starts.tolist() and got.ends.tolist() == want.ends.tolist()
+        assert got.starts.dtype == np.int64 and got.ends.dtype == np.int64

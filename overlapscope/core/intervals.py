@@ -109,21 +109,42 @@ def overlap_lengths(starts: np.ndarray, ends: np.ndarray, s: Intervals) -> np.nd
 
 
 def intersect(a: Intervals, b: Intervals) -> Intervals:
-    return _combine(a, b, np.logical_and)
+    """a ∩ b for merged sets (sorted and disjoint suffices), merged: each interval of a meets the run
+    of b's intervals found by two binary searches, and each meeting pair gives one piece. No sort
+    (an elementary-segment sweep sorted every boundary, then merged: ~5x slower)."""
+    a_starts, a_ends = np.asarray(a.starts, I64), np.asarray(a.ends, I64)
+    b_starts, b_ends = np.asarray(b.starts, I64), np.asarray(b.ends, I64)
+    first = np.searchsorted(b_ends, a_starts, side="right")  # b's first interval ending after a's start
+    stop = np.searchsorted(b_starts, a_ends, side="left")    # past b's last one starting before a's end
+    count = np.maximum(stop - first, 0)
+    which_b = concat_ranges(first, first + count)
+    which_a = np.repeat(np.arange(a_starts.size), count)
+    starts = np.maximum(a_starts[which_a], b_starts[which_b])
+    ends = np.minimum(a_ends[which_a], b_ends[which_b])
+    return _joined(starts, ends)
 
 
 def difference(a: Intervals, b: Intervals) -> Intervals:
-    """a \\ b for merged sets."""
-    return _combine(a, b, lambda x, y: x & ~y)
+    """a \\ b for merged sets: a ∩ (the gaps of b, and beyond its first and last interval)."""
+    if len(a) == 0 or len(b) == 0:
+        return _joined(np.asarray(a.starts, I64), np.asarray(a.ends, I64))
+    lo = min(int(a.starts[0]), int(b.starts[0]))
+    hi = max(int(a.ends[-1]), int(b.ends[-1]))
+    gaps = Intervals(np.r_[np.int64(lo), b.ends].astype(I64), np.r_[b.starts, np.int64(hi)].astype(I64))
+    return intersect(a, gaps)
 
 
-def _combine(a: Intervals, b: Intervals, op) -> Intervals:
-    points = distinct(np.concatenate([a.starts, a.ends, b.starts, b.ends]))
-    if points.size < 2:
-        return empty()
-    seg_starts = points[:-1]
-    mask = op(covered_at(a, seg_starts), covered_at(b, seg_starts))
-    return merge(seg_starts[mask], points[1:][mask])
+def _joined(starts: np.ndarray, ends: np.ndarray) -> Intervals:
+    """Sorted, disjoint pieces as a merged set: empty ones dropped, touching ones joined."""
+    keep = ends > starts
+    if not keep.all():
+        starts, ends = starts[keep], ends[keep]
+    if starts.size < 2:
+        return Intervals(starts, ends)
+    touch = starts[1:] == ends[:-1]
+    if not touch.any():
+        return Intervals(starts, ends)
+    return Intervals(starts[np.r_[True, ~touch]], ends[np.r_[~touch, True]])
 
 
 class Segments(NamedTuple):
