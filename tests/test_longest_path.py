@@ -324,3 +324,32 @@ def test_many_what_ifs_step_spans_equal_the_full_solve_s(seed, tables, monkeypat
     assert all((b is not None) == tables for b in built) and built
     if seed % 2 == 0:  # unpinned: some variant stopped early on a shift
         assert any(s is not None and s.any() for s in shifts)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_guess_is_taken_only_when_it_is_the_solution(seed, monkeypatch):
+    """forward(guess=) returns the guess when it satisfies every equation (the solution itself: on a
+    DAG it is unique), and solves as without it for any other guess: one start off by 1 ns, one end,
+    a collective member's end, or a plausible solution of other durations."""
+    import overlapscope.analysis.longest_path as lp
+    rng = np.random.default_rng(seed)
+    graph = random_graph(rng)
+    plan = Plan.of(graph)
+    x0, y0 = full_forward(graph)
+    swept = []
+    sweep = lp._sweep
+    monkeypatch.setattr(lp, "_sweep", lambda *a, **k: swept.append(1) or sweep(*a, **k))
+    x, y = forward(graph, plan=plan, guess=(x0, y0))
+    assert np.array_equal(x, x0) and np.array_equal(y, y0) and not swept  # taken: no sweep
+    x[:] = 0  # a copy: the caller's guess is not handed back to be written into
+    assert x0.any()
+    other = full_forward(graph, dur=graph.dur + 1)
+    matched = np.flatnonzero(graph.inst >= 0)
+    wrong = [(x0 + (np.arange(x0.size) == k), y0) for k in rng.integers(0, x0.size, 3)]
+    wrong += [(x0, y0 - (np.arange(y0.size) == k)) for k in rng.integers(0, y0.size, 3)]
+    wrong += [(x0, y0 + (np.arange(y0.size) == k)) for k in matched[:2]]
+    wrong += [other]
+    for guess in wrong:
+        swept.clear()
+        x, y = forward(graph, plan=plan, guess=guess)
+        assert np.array_equal(x, x0) and np.array_equal(y, y0) and swept

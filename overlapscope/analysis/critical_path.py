@@ -104,7 +104,7 @@ def solve(graphs: Mapping[int, RankGraph], offsets: Mapping[int, int], window_st
                   inst=inst, transfer=transfer, src=edges["src"].to_numpy(np.int64),
                   dst=edges["dst"].to_numpy(np.int64), lag=edges["lag_ns"].to_numpy(np.int64))
     plan = Plan.of(graph)
-    x, y = forward(graph, plan=plan)
+    x, y = forward(graph, plan=plan, guess=(s, e))  # the measured times, when the model reproduces them
     nodes["inst"], nodes["x"], nodes["y"] = inst, x, y
     step_groups = StepGroups.of(nodes["step"].to_numpy(), nodes["wstart_ns"].to_numpy(np.int64))
     return Solved(graph, nodes, edges, join, ids, plan, step_groups)
