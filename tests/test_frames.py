@@ -85,3 +85,12 @@ def test_stacked_frames_falls_back_where_frames_differ():
     dup = pd.DataFrame([[1, 2]], columns=["x", "x"])
     _same_as_concat([dup, dup], block_by_block=False)
     _same_as_concat([pd.DataFrame(index=range(2)), pd.DataFrame(index=range(3))], block_by_block=False)
+
+
+def test_stacked_text_columns_are_one_arrow_chunk():
+    """A str column joined from many frames comes back as one Arrow chunk (pd.concat keeps one per
+    frame, and each take then walks them all), with the same dtype and values."""
+    frames = [_rank_frame(rank, 3) for rank in range(40)]
+    got = _same_as_concat(frames, block_by_block=True)
+    assert got["name"].array.__arrow_array__().num_chunks == 1
+    assert pd.concat(frames, ignore_index=True)["name"].array.__arrow_array__().num_chunks == 40

@@ -92,5 +92,21 @@ def _joined_blocks(frames: list[pd.DataFrame]) -> list[tuple[Any, np.ndarray]] |
         elif parts[0].ndim == 2:  # an extension array kept 2-D as NumPy blocks are (tz-aware datetimes)
             out.append((type(parts[0])._concat_same_type(parts, axis=1), placement))
         else:
-            out.append((type(parts[0])._concat_same_type(parts), placement))  # one 1-D extension array
+            out.append((_one_chunk(type(parts[0])._concat_same_type(parts)), placement))  # one 1-D extension array
     return out
+
+
+def _one_chunk(array: Any) -> Any:
+    """An Arrow-backed array (pandas' str columns) in one chunk, by the Arrow protocol both ways
+    (__arrow_array__, dtype.__from_arrow__); any other array as it is. Joined per rank, a column
+    holds one chunk per rank, and every take or filter of it then walks them all: a take of half of
+    a 1,024-chunk, 410k-row column cost 53 ms, against 1.6 ms in one chunk (2-3 ms to combine)."""
+    to_arrow = getattr(array, "__arrow_array__", None)
+    from_arrow = getattr(array.dtype, "__from_arrow__", None)
+    if to_arrow is None or from_arrow is None:
+        return array
+    chunked = to_arrow()
+    if getattr(chunked, "num_chunks", 1) <= 1:
+        return array
+    joined = from_arrow(chunked.combine_chunks())
+    return joined if joined.dtype == array.dtype and type(joined) is type(array) else array
