@@ -163,6 +163,18 @@ def test_busbw_factors_are_nccl_tests():
     assert f.tolist() == [1.5, 0.75, 0.75, 0.75, 1.0, 1.0]
 
 
+def test_busbw_factor_per_row_of_a_text_column():
+    """A str column (the collectives' own) and its object array give one factor per row: repeated
+    names, each row's own group size (1: an all_reduce moves nothing, 0), an unknown or missing
+    name NaN, factor-1 types whatever the size."""
+    names = ["all_reduce", "recv", "barrier", None, "all_reduce", "all_to_all", "reduce", "all_reduce"]
+    n = np.array([8, 8, 8, 8, 2, 4, 1, 1])
+    for column in (pd.Series(names, dtype="str"), np.array(names, dtype=object)):
+        f = busbw_factor(column, n)
+        assert f[[0, 1, 4, 5, 6, 7]].tolist() == [1.75, 1.0, 1.0, 0.75, 1.0, 0.0]
+        assert np.isnan(f[[2, 3]]).all()
+
+
 SAMPLED = REAL_TRACES / "kineto-gpu" / "trace_filter_2rank"
 
 
