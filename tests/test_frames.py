@@ -94,3 +94,15 @@ def test_stacked_text_columns_are_one_arrow_chunk():
     got = _same_as_concat(frames, block_by_block=True)
     assert got["name"].array.__arrow_array__().num_chunks == 1
     assert pd.concat(frames, ignore_index=True)["name"].array.__arrow_array__().num_chunks == 40
+
+
+def test_only_arrow_backed_columns_are_rejoined():
+    """An Arrow-typed int column is rejoined too; NumPy-backed text (python storage) and categories
+    keep pd.concat's arrays (converting them to Arrow and back would copy every value)."""
+    import pyarrow as pa
+    frames = [pd.DataFrame({"n": pd.array([r, r + 1], dtype=pd.ArrowDtype(pa.int64())),
+                            "py": pd.array([f"a{r}", None], dtype=pd.StringDtype("python")),
+                            "cat": pd.Categorical(["x", "y"], ["x", "y"])}) for r in range(30)]
+    got = _same_as_concat(frames, block_by_block=True)
+    assert got["n"].array.__arrow_array__().num_chunks == 1
+    assert isinstance(got["py"].dtype, pd.StringDtype) and got["py"].dtype.storage == "python"
