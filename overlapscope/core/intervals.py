@@ -130,8 +130,10 @@ def difference(a: Intervals, b: Intervals) -> Intervals:
         return _joined(np.asarray(a.starts, I64), np.asarray(a.ends, I64))
     lo = min(int(a.starts[0]), int(b.starts[0]))
     hi = max(int(a.ends[-1]), int(b.ends[-1]))
-    gaps = Intervals(np.r_[np.int64(lo), b.ends].astype(I64), np.r_[b.starts, np.int64(hi)].astype(I64))
-    return intersect(a, gaps)
+    gap_starts, gap_ends = np.empty(len(b) + 1, I64), np.empty(len(b) + 1, I64)
+    gap_starts[0], gap_starts[1:] = lo, b.ends
+    gap_ends[:-1], gap_ends[-1] = b.starts, hi
+    return intersect(a, Intervals(gap_starts, gap_ends))
 
 
 def _joined(starts: np.ndarray, ends: np.ndarray) -> Intervals:
