@@ -106,3 +106,20 @@ def test_only_arrow_backed_columns_are_rejoined():
     got = _same_as_concat(frames, block_by_block=True)
     assert got["n"].array.__arrow_array__().num_chunks == 1
     assert isinstance(got["py"].dtype, pd.StringDtype) and got["py"].dtype.storage == "python"
+
+
+def test_a_pandas_without_those_internals_gets_pd_concat(monkeypatch):
+    """No pandas.api.internals.create_dataframe_from_blocks (older pandas), or blocks that do not
+    look as expected (another version's internals): pd.concat's result, no error."""
+    import pandas.api.internals as internals
+    import overlapscope.core.frames as frames_module
+    frames = [_rank_frame(rank, 2) for rank in range(5)]
+    want = pd.concat(frames, ignore_index=True)
+    monkeypatch.delattr(internals, "create_dataframe_from_blocks")
+    pd.testing.assert_frame_equal(stacked_frames(frames), want, check_exact=True)
+    monkeypatch.undo()
+
+    def other_internals(_frames):
+        raise AttributeError("'BlockManager' object has no attribute 'blocks'")
+    monkeypatch.setattr(frames_module, "_joined_blocks", other_internals)
+    pd.testing.assert_frame_equal(stacked_frames(frames), want, check_exact=True)
