@@ -353,3 +353,20 @@ def test_a_guess_is_taken_only_when_it_is_the_solution(seed, monkeypatch):
         swept.clear()
         x, y = forward(graph, plan=plan, guess=guess)
         assert np.array_equal(x, x0) and np.array_equal(y, y0) and swept
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_components_by_chain_equal_components_by_node(seed):
+    """uniform_shift._components joins chains, not nodes: the same labels as the union-find over every
+    node with each lane neighbour pair as an edge (numbered by least node)."""
+    from overlapscope.analysis.uniform_shift import _components, _weak_components
+
+    rng = np.random.default_rng(900 + seed)
+    graph = synced_graph(rng) if seed % 2 else random_graph(rng)
+    plan = Plan.of(graph)
+    n = graph.base.size
+    lane = np.flatnonzero(~graph.head)
+    first_member = np.repeat(plan.members[plan.member_ptr[:-1]], np.diff(plan.member_ptr))
+    by_node = _weak_components(n, np.r_[lane - 1, graph.src, first_member].astype(np.int64),
+                               np.r_[lane, graph.dst, plan.members].astype(np.int64))
+    np.testing.assert_array_equal(_components(graph, plan, n), by_node)

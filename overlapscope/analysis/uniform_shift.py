@@ -188,15 +188,18 @@ class Cuts(NamedTuple):
 
 
 def _components(graph, plan, n: int) -> np.ndarray:
-    """Weakly connected components of the nodes: lane neighbours, explicit edges, a rendezvous's members."""
+    """Weakly connected components of the nodes: lane neighbours, explicit edges, a rendezvous's members.
+    Lane neighbours are the nodes of one chain, so the union-find runs on chains (explicit edges and
+    members mapped to their chains) and each node takes its chain's component: a chain's nodes are
+    consecutive, so numbering by least chain is numbering by least node."""
     if n == 0:
         return np.zeros(0, np.int64)
-    lane = np.flatnonzero(~graph.head)
     member = plan.members
     first_member = np.repeat(member[plan.member_ptr[:-1]], np.diff(plan.member_ptr))
-    src = np.r_[lane - 1, graph.src, first_member].astype(np.int64)
-    dst = np.r_[lane, graph.dst, member].astype(np.int64)
-    return _weak_components(n, src, dst)
+    chain = plan.node_chain
+    src = chain[np.r_[graph.src, first_member].astype(np.int64)]
+    dst = chain[np.r_[graph.dst, member].astype(np.int64)]
+    return _weak_components(plan.chain_start.size, src, dst)[chain]
 
 
 def _weak_components(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
