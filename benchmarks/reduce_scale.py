@@ -8,12 +8,27 @@ with the ranks' results frozen (pool.frozen_heap), as the pipeline runs it. Wall
 printed with the load average, since the machine may be shared.
 
     python benchmarks/reduce_scale.py --ranks 64 256 1024 --collectives 200
+
+Side by side with another checkout (a `git worktree` of main before a change), as the pipeline runs
+the reduce: the per-rank results are pickled once (as pool workers send them back), and each round
+runs `combine` on them in a fresh process with this checkout's code, then with CHECKOUT's (by
+PYTHONPATH), alternating; the first call is timed (the pipeline reduces once). Medians and the
+ratio CHECKOUT / this are printed, wall and CPU:
+
+    python benchmarks/reduce_scale.py --ranks 1024 --baseline CHECKOUT --rounds 4
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import pickle
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -77,13 +92,71 @@ class Stopwatch:
             setattr(mod, attr, self.saved[k])
 
 
+SECTIONS = ("cross", "clock", "whatif")
+
+
+def watched():
+    """A Stopwatch over the reduce's cross-rank sections, clock solve and what-if sections."""
+    import overlapscope.analysis as analysis
+    import overlapscope.analysis.matching as matching
+    return Stopwatch({"cross": (analysis, "cross_rank_sections"), "clock": (matching, "estimate_offsets"),
+                      "whatif": (analysis, "whatif_sections")})
+
+
+def reduce_from(path: str) -> None:
+    """One timed reduce of pickled (run, sections) with whatever overlapscope is importable: a JSON line."""
+    with open(path, "rb") as f:
+        run, sections = pickle.load(f)
+    with watched() as watch:
+        with frozen_heap(collect=True):
+            _, wall, cpu = timed(lambda: combine(run, sections))
+    print(json.dumps({"wall": wall, "cpu": cpu, **watch.spent}))
+
+
+def side_by_side(n: int, collectives: int, baseline: Path, rounds: int) -> None:
+    rng = np.random.default_rng(n)
+    traces = [rank_trace(r, collectives, rng) for r in range(n)]
+    sections = [analyze_rank(t) for t in traces]
+    trees = {"this": Path(__file__).resolve().parents[1], "baseline": baseline.resolve()}
+    got: dict[str, list[dict]] = {k: [] for k in trees}
+    with tempfile.TemporaryDirectory() as tmp:
+        inputs = os.path.join(tmp, "inputs.pkl")
+        with open(inputs, "wb") as f:
+            pickle.dump((Run(ranks=traces, manifest={}, path="bench"), sections), f, protocol=5)
+        del traces, sections
+        for _ in range(rounds):
+            for name, tree in trees.items():
+                env = {**os.environ, "PYTHONPATH": str(tree)}
+                done = subprocess.run([sys.executable, __file__, "--reduce-from", inputs], env=env, cwd=tmp,
+                                      capture_output=True, text=True, check=True)
+                got[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    print(f"{n} ranks x {collectives} collectives, {rounds} rounds alternating, first call in a fresh process "
+          f"(load average {os.getloadavg()[0]:.2f}); median [min-max] seconds")
+    fields = ("wall", "cpu", *SECTIONS)
+    print(f"{'':>9} " + " ".join(f"{f:>18}" for f in fields))
+    for name in trees:
+        cells = [f"{statistics.median(v):.2f} [{min(v):.2f}-{max(v):.2f}]"
+                 for v in ([r[f] for r in got[name]] for f in fields)]
+        print(f"{name:>9} " + " ".join(f"{c:>18}" for c in cells))
+    ratio = [statistics.median([r[f] for r in got["baseline"]]) / statistics.median([r[f] for r in got["this"]])
+             for f in fields]
+    print(f"{'ratio':>9} " + " ".join(f"{r:>18.2f}" for r in ratio) + "   (baseline / this)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[64, 256, 1024])
     ap.add_argument("--collectives", type=int, default=200)
+    ap.add_argument("--baseline", type=Path, help="another checkout to time side by side (fresh processes, pickled inputs)")
+    ap.add_argument("--rounds", type=int, default=4, help="with --baseline: alternating rounds")
+    ap.add_argument("--reduce-from", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    import overlapscope.analysis as analysis
-    import overlapscope.analysis.matching as matching
+    if args.reduce_from:
+        return reduce_from(args.reduce_from)
+    if args.baseline:
+        for n in args.ranks:
+            side_by_side(n, args.collectives, args.baseline, args.rounds)
+        return
 
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; seconds")
     print(f"{'ranks':>6} {'collectives':>11} {'map':>8} {'reduce wall':>12} {'reduce cpu':>11} "
@@ -93,8 +166,7 @@ def main() -> None:
         traces = [rank_trace(r, args.collectives, rng) for r in range(n)]
         run = Run(ranks=traces, manifest={}, path="bench")
         sections, map_s, _ = timed(lambda: [analyze_rank(t) for t in traces])
-        with Stopwatch({"cross": (analysis, "cross_rank_sections"), "clock": (matching, "estimate_offsets"),
-                        "whatif": (analysis, "whatif_sections")}) as watch:
+        with watched() as watch:
             with frozen_heap(collect=True):  # as pipeline/distributed.py reduces: collections skip the ranks' results
                 result, wall, cpu = timed(lambda: combine(run, sections))
         assert len(result.collectives) == n * args.collectives, len(result.collectives)
