@@ -138,8 +138,8 @@ def side_by_side(n: int, collectives: int, baseline: Path, rounds: int) -> None:
         cells = [f"{statistics.median(v):.2f} [{min(v):.2f}-{max(v):.2f}]"
                  for v in ([r[f] for r in got[name]] for f in fields)]
         print(f"{name:>9} " + " ".join(f"{c:>18}" for c in cells))
-    ratio = [statistics.median([r[f] for r in got["baseline"]]) / statistics.median([r[f] for r in got["this"]])
-             for f in fields]
+    medians = {name: [statistics.median([r[f] for r in got[name]]) for f in fields] for name in trees}
+    ratio = [b / t if t > 0 else float("nan") for b, t in zip(medians["baseline"], medians["this"])]
     print(f"{'ratio':>9} " + " ".join(f"{r:>18.2f}" for r in ratio) + "   (baseline / this)")
 
 
