@@ -110,7 +110,8 @@ def reduce_from(path: str) -> None:
     with watched() as watch:
         with frozen_heap(collect=True):
             _, wall, cpu = timed(lambda: combine(run, sections))
-    print(json.dumps({"wall": wall, "cpu": cpu, **watch.spent}))
+    import overlapscope
+    print(json.dumps({"wall": wall, "cpu": cpu, **watch.spent, "package": overlapscope.__file__}))
 
 
 def side_by_side(n: int, collectives: int, baseline: Path, rounds: int) -> None:
@@ -128,8 +129,15 @@ def side_by_side(n: int, collectives: int, baseline: Path, rounds: int) -> None:
             for name, tree in trees.items():
                 env = {**os.environ, "PYTHONPATH": str(tree)}
                 done = subprocess.run([sys.executable, __file__, "--reduce-from", inputs], env=env, cwd=tmp,
-                                      capture_output=True, text=True, check=True)
-                got[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+                                      capture_output=True, text=True)
+                if done.returncode != 0:  # e.g. a checkout whose combine cannot read these per-rank results
+                    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                    raise SystemExit(f"reduce_scale.py: the reduce with {tree}'s code failed: {last}")
+                timing = json.loads(done.stdout.strip().splitlines()[-1])
+                if not Path(timing.pop("package")).resolve().is_relative_to(tree):  # PYTHONPATH fell through
+                    raise SystemExit(f"reduce_scale.py: {tree} holds no overlapscope package: "
+                                     "the reduce would have timed the installed one")
+                got[name].append(timing)
     print(f"{n} ranks x {collectives} collectives, {rounds} rounds alternating, first call in a fresh process "
           f"(load average {os.getloadavg()[0]:.2f}); median [min-max] seconds")
     fields = ("wall", "cpu", *SECTIONS)

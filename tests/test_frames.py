@@ -123,3 +123,13 @@ def test_a_pandas_without_those_internals_gets_pd_concat(monkeypatch):
         raise AttributeError("'BlockManager' object has no attribute 'blocks'")
     monkeypatch.setattr(frames_module, "_joined_blocks", other_internals)
     pd.testing.assert_frame_equal(stacked_frames(frames), want, check_exact=True)
+
+
+def test_an_arrow_round_trip_of_another_dtype_keeps_the_chunked_column(monkeypatch):
+    """Should dtype.__from_arrow__ ever give another dtype or array type, the joined column is kept
+    as _concat_same_type made it (many chunks): the frame's dtypes stay pd.concat's."""
+    monkeypatch.setattr(pd.StringDtype, "__from_arrow__",
+                        lambda self, array: pd.array(array.to_pylist(), dtype=object))
+    frames = [_rank_frame(rank, 3) for rank in range(8)]
+    got = _same_as_concat(frames, block_by_block=True)
+    assert got["name"].array.__arrow_array__().num_chunks == 8

@@ -28,3 +28,25 @@ def test_side_by_side_with_a_checkout_prints_both_and_their_ratio():
     this, baseline, ratio = (line.split() for line in out[2:5])
     assert this[0] == "this" and baseline[0] == "baseline" and ratio[0] == "ratio"
     assert all(float(x) > 0 for x in ratio[1:6])
+
+
+def test_a_baseline_without_the_package_is_refused_in_one_line(tmp_path):
+    """A --baseline folder holding no overlapscope would silently time the installed package (PYTHONPATH
+    falls through): refused, in one line naming the folder, no traceback."""
+    done = subprocess.run([sys.executable, str(SCRIPT), "--ranks", "2", "--collectives", "2", "--baseline", str(tmp_path),
+                           "--rounds", "1"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [f"reduce_scale.py: {tmp_path.resolve()} holds no overlapscope package: "
+                                                "the reduce would have timed the installed one"]
+
+
+def test_a_baseline_whose_reduce_fails_is_named_in_one_line(tmp_path):
+    """A checkout whose combine cannot run: one line naming it and its last error line."""
+    package = tmp_path / "overlapscope"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise ImportError('this checkout is broken')\n")
+    done = subprocess.run([sys.executable, str(SCRIPT), "--ranks", "2", "--collectives", "2", "--baseline", str(tmp_path),
+                           "--rounds", "1"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [f"reduce_scale.py: the reduce with {tmp_path.resolve()}'s code failed: "
+                                                "ImportError: this checkout is broken"]

@@ -417,3 +417,28 @@ def test_hidden_many_of_node_positions_equals_each_mask_solved_alone():
         pd.testing.assert_series_equal(got, _hidden(solved, mask))
     assert np.array_equal(solved.graph.dur, durations)  # the graph's own durations untouched
     assert _hidden(solved, np.isin(np.arange(len(solved.nodes)), comm)).sum() < _hidden(solved, np.zeros(len(solved.nodes), bool)).sum()
+
+
+def test_by_instance_savings_equal_each_collective_hidden_alone():
+    """whatif_by_instance (batched solves, spans read by step position) against each collective hidden
+    by itself in a plain solve (_hidden): the same saved_ns at the collective's step, on a real
+    multi-step run with several collectives a step."""
+    from overlapscope.analysis import analyze_rank
+    from overlapscope.analysis.critical_path import slack, solve, step_spans
+    from overlapscope.analysis.crossrank import cross_rank_sections
+    from overlapscope.analysis.whatif import _hidden, whatif_by_instance
+    from overlapscope.pipeline.run import load_run
+
+    run = load_run(REPO / "traces" / "ddp")
+    sections = [analyze_rank(t) for t in run.ranks]
+    cross = cross_rank_sections(run, [s["cross_rank"] for s in sections])
+    solved = solve({t.rank: s["graph"] for t, s in zip(run.ranks, sections)}, cross["clock_offsets_ns"],
+                   {t.rank: s["windows"]["start_ns"].to_numpy(np.int64) for t, s in zip(run.ranks, sections)},
+                   cross["collectives"])
+    got = whatif_by_instance(solved, slack(solved))
+    solved_rows = got[got["saved_ns"].notna()]
+    assert solved_rows["step"].nunique() > 1 and solved_rows.groupby("step").size().max() > 1
+    base = step_spans(solved)
+    for instance, step, saved_ns in solved_rows.itertuples(index=False):
+        want = (base - _hidden(solved, solved.graph.inst == instance)).loc[step]
+        assert saved_ns == float(want), (instance, step)

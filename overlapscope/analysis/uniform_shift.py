@@ -119,7 +119,7 @@ class Cuts(NamedTuple):
                    lo, hi, np.flatnonzero(hi - lo > SHORT_SPAN), {}, room_key, room_after, x0, y0)
 
     def first_check(self, changed: np.ndarray) -> int:
-        """The first layer at which a variant with the nodes at positions changed changed can be
+        """The first layer at which a variant with the nodes at positions `changed` can be
         shortcut: past every unit of their chains and their instances' units."""
         last = int(max(self.chain_layer[changed].max(), self.y_layer[changed].max())) if changed.size else 0
         return self.next_checkable(last)

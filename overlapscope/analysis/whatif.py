@@ -197,13 +197,10 @@ def whatif_by_instance(solved: Solved, node_slack: np.ndarray, max_passes: int |
     saved_ns = np.where(per["critical"].to_numpy(), np.nan, 0.0)
     where = per.index.to_numpy(np.int64)  # ascending (grouped by instance)
     for batch, spans in zip(batches, _hidden_many(solved, members)):
-        # base - spans per step, at each collective's step (NumPy: the Series arithmetic and reindex
-        # cost ~0.8 ms a batch); a step with no span (none: a collective's step is one of its nodes') NaN
+        # base - spans at each collective's step, by position (the Series arithmetic and reindex cost
+        # ~0.8 ms a batch): a collective's step is its earliest member's, so it is one of `steps`
         at = np.searchsorted(steps, batch["step"].to_numpy(np.int64))
-        found = at < steps.size
-        found[found] = steps[at[found]] == batch["step"].to_numpy(np.int64)[found]
-        saved = np.full(at.size, np.nan)
-        saved[found] = (base[at[found]] - spans.to_numpy()[at[found]]).astype(np.float64)
-        saved_ns[np.searchsorted(where, batch.index.to_numpy(np.int64))] = saved
+        saved_ns[np.searchsorted(where, batch.index.to_numpy(np.int64))] = \
+            (base[at] - spans.to_numpy()[at]).astype(np.float64)
     return pd.DataFrame({"instance": per.index.to_numpy(np.int64), "step": per["step"].to_numpy(np.int64),
                          "saved_ns": saved_ns})
