@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from overlapscope.analysis.longest_path import (MAX_PASSES, NEVER, Graph, Plan, _chain_prefix, _Groups, _segmented_cummax,
+from overlapscope.analysis.full_sweep import segmented_cummax
+from overlapscope.analysis.longest_path import (MAX_PASSES, NEVER, Graph, Plan, _chain_prefix, _Groups,
                                                 backward)
 
 
@@ -29,7 +30,7 @@ def full_forward(graph: Graph, dur: np.ndarray | None = None, transfer: np.ndarr
             best = by_dst.reduce(y[graph.src] + graph.lag, np.maximum)
             ext[by_dst.keys] = np.maximum(ext[by_dst.keys], best)
         a = ext + graph.u - c
-        x = c + _segmented_cummax(a, graph.chain)
+        x = c + segmented_cummax(a, graph.chain)
         new_y = x + dur
         if matched.size:
             join = by_inst.reduce(x[matched], np.maximum)

@@ -41,14 +41,18 @@ def random_graph(rng: np.random.Generator, chains: int = 60, levels: int = 30) -
                  lag=rng.integers(-5, 10, pairs.shape[0]))
 
 
-@pytest.mark.parametrize("ordered", [True, False])  # the one-visit sweep, and the passes without an order
+# the schedule's full sweep (full_sweep.py), the sweep that tracks what moved (a plan without a
+# schedule), and the passes (a plan without an order)
+@pytest.mark.parametrize("solver", ["schedule", "tracked", "passes"])
 @pytest.mark.parametrize("seed", range(40))
-def test_forward_equals_the_full_solve_cold_and_warm(seed, ordered):
+def test_forward_equals_the_full_solve_cold_and_warm(seed, solver):
     rng = np.random.default_rng(seed)
     graph = random_graph(rng)
     plan = Plan.of(graph)
-    assert plan.order is not None  # the random graphs are DAGs
-    if not ordered:
+    assert plan.order is not None and plan.schedule is not None  # the random graphs are DAGs
+    if solver == "tracked":
+        plan = plan._replace(schedule=None)
+    elif solver == "passes":
         plan = plan._replace(order=None)
     x0, y0 = full_forward(graph)
     x, y = forward(graph, plan=plan)
@@ -84,6 +88,25 @@ def test_backward_equals_the_full_solve(seed, ordered):
     want = full_backward(graph, deadline)
     got = backward(graph, deadline, plan=plan)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+def test_a_chain_that_continues_after_a_collective_member_is_solved_without_a_schedule(monkeypatch):
+    """The schedule reads a chain's x + d as its y, which a member's is not: a graph where a chain
+    goes on after a member (depgraph builds none: comm nodes head their own chains) gets no
+    schedule, and the sweep that tracks what moved solves it. Member 0 ends at max(J, x) + t =
+    max(10, 0) + 5 = 15, but node 1 continues its chain from x0 + d0 = 0: it starts at 0, not 15."""
+    import overlapscope.analysis.longest_path as lp
+    i64 = lambda *v: np.array(v, dtype=np.int64)  # noqa: E731
+    graph = Graph(chain=i64(0, 0, 1), head=np.array([True, False, True]), base=i64(0, 0, 10), g=i64(0, 0, 0),
+                  u=i64(0, 0, 0), dur=i64(0, 3, 0), inst=i64(0, -1, 0), transfer=i64(5, 0, 5),
+                  src=i64(), dst=i64(), lag=i64())
+    plan = Plan.of(graph)
+    assert plan.order is not None and plan.schedule is None
+    used = []
+    monkeypatch.setattr(lp, "full_sweep", lambda *a, sweep=lp.full_sweep: used.append(1) or sweep(*a))
+    x, y = forward(graph, plan=plan)
+    assert x.tolist() == [0, 0, 10] and y.tolist() == [15, 3, 15] and not used
+    assert np.array_equal(x, full_forward(graph)[0]) and np.array_equal(y, full_forward(graph)[1])
 
 
 def test_a_warm_solve_with_nothing_changed_returns_the_solution_at_once():
@@ -337,8 +360,8 @@ def test_a_guess_is_taken_only_when_it_is_the_solution(seed, monkeypatch):
     plan = Plan.of(graph)
     x0, y0 = full_forward(graph)
     swept = []
-    sweep = lp._sweep
-    monkeypatch.setattr(lp, "_sweep", lambda *a, **k: swept.append(1) or sweep(*a, **k))
+    for name in ("_sweep", "full_sweep"):
+        monkeypatch.setattr(lp, name, lambda *a, sweep=getattr(lp, name), **k: swept.append(1) or sweep(*a, **k))
     x, y = forward(graph, plan=plan, guess=(x0, y0))
     assert np.array_equal(x, x0) and np.array_equal(y, y0) and not swept  # taken: no sweep
     x[:] = 0  # a copy: the caller's guess is not handed back to be written into

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.intervals import concat_ranges, distinct
+from .full_sweep import Schedule, segmented_cummax, sweep as full_sweep, sweep_layers
 from .uniform_shift import NO_CHECK, Cuts, ShiftedSpans
 
 NEVER = np.int64(-(2 ** 62))
@@ -50,21 +51,6 @@ class Graph(NamedTuple):
     src: np.ndarray
     dst: np.ndarray
     lag: np.ndarray
-
-
-def _segmented_cummax(values: np.ndarray, chain: np.ndarray) -> np.ndarray:
-    """Running max restarting at each chain (chain ids non-decreasing along the array): one
-    np.maximum.accumulate after lifting each chain above all before it by chain x span; pandas'
-    grouped cummax when that would overflow int64."""
-    if values.size == 0:
-        return values
-    lo = int(values.min())
-    span = int(values.max()) - lo + 1
-    first = int(chain[0])
-    if (int(chain[-1]) - first + 1) * span < 2 ** 62:
-        lift = (chain - first) * span
-        return np.maximum.accumulate(values - lo + lift) - lift + lo
-    return pd.Series(values).groupby(chain).cummax().to_numpy(np.int64)
 
 
 class _Groups(NamedTuple):
@@ -119,6 +105,9 @@ class Plan(NamedTuple):
     """The forward sweep's topological order; None when the graph has none (the passes then run)."""
     back_order: "Order | None"
     """The backward sweep's."""
+    schedule: "Schedule | None"
+    """The forward order laid out for sweeps that compute every unit (full_sweep.py); None without an
+    order, or for a graph whose chains continue after a collective member."""
 
     @classmethod
     def of(cls, graph: Graph) -> "Plan":
@@ -129,8 +118,10 @@ class Plan(NamedTuple):
         in_edge = np.argsort(graph.dst, kind="stable")
         out_edge = np.argsort(graph.src, kind="stable")
         in_ptr, out_ptr = _ptr(graph.dst, n), _ptr(graph.src, n)
+        members, order = Members(*_members(graph.inst)), Order.forward(graph, in_ptr)
+        schedule = None if order is None else Schedule.of(graph, order, in_ptr, in_edge, members)
         return cls(node_chain, chain_start, chain_stop, in_ptr, in_edge, out_ptr, out_edge, graph.dst[out_edge],
-                   graph.inst, *_members(graph.inst), Order.forward(graph, in_ptr), Order.backward(graph, out_ptr))
+                   graph.inst, *members, order, Order.backward(graph, out_ptr), schedule)
 
     def members_of(self, instances: np.ndarray) -> np.ndarray:
         """The member nodes of these instances, instance by instance."""
@@ -167,8 +158,10 @@ def forward(graph: Graph, dur: np.ndarray | None = None, transfer: np.ndarray | 
     times, which the model reproduces by construction (depgraph's u): returned as they are when they
     satisfy every equation (`_solves`, one vectorized pass), else solved.
 
-    With a topological order (Plan.order) every unit is computed once, layer by layer (_sweep): cost
-    O(N + E) plus a few NumPy calls per layer. Without one (a cycle), passes relax the explicit edges
+    With a topological order (Plan.order) every unit is computed once, layer by layer: cost O(N + E)
+    plus ~10 NumPy calls per layer with the plan's schedule (full_sweep.py; cold or warm alike: at
+    ~0.06 ms a layer, computing every unit costs less than tracking which moved, ~0.6 ms a layer), else
+    ~30 (_sweep, from the units warm changed). Without one (a cycle), passes relax the explicit edges
     until nothing moves (_passes_forward), each recomputing the chains whose inputs moved."""
     dur = graph.dur if dur is None else dur
     transfer = graph.transfer if transfer is None else transfer
@@ -180,6 +173,9 @@ def forward(graph: Graph, dur: np.ndarray | None = None, transfer: np.ndarray | 
     n = graph.base.size
     if guess is not None and _solves(graph, plan, members, c, dur, transfer, *guess):
         return guess[0].copy(), guess[1].copy()
+    schedule = _schedule_of(graph, plan, members)
+    if schedule is not None:  # every unit computed, ~10 calls a layer: cheaper than tracking what moved
+        return full_sweep(schedule, graph, c, dur, transfer)
     if warm is None:
         return _sweep(graph, plan, members, c, dur, transfer, np.full(n, NEVER, dtype=np.int64),
                       np.full(n, NEVER, dtype=np.int64), np.ones(_units(plan), dtype=bool))
@@ -198,7 +194,7 @@ def _solves(graph: Graph, plan: Plan, members: "Members", c: np.ndarray, dur: np
     if x.shape != (n,) or y.shape != (n,):
         return False
     every = np.arange(n)
-    xi = c + _segmented_cummax(_ext(graph, plan, every, y) + graph.u - c, plan.node_chain)
+    xi = c + segmented_cummax(_ext(graph, plan, every, y) + graph.u - c, plan.node_chain)
     if not np.array_equal(xi, x):
         return False
     yi = x + dur
@@ -223,7 +219,9 @@ def forward_many(graph: Graph, variants: Iterable[tuple[np.ndarray, np.ndarray, 
     """The ends y of each what-if in variants, (dur, transfer, changed) each, in order: what
     forward(graph, dur, transfer, plan=plan, warm=(*warm, changed))[1] gives for each, but the
     variants swept together (_sweep's copies) in batches of up to MAX_COPY_NODES nodes, so a sweep's
-    per-layer NumPy calls are paid once per batch, not once per variant; a variant whose change has
+    per-layer NumPy calls are paid once per batch, not once per variant; a batch of one variant (a
+    graph of over MAX_COPY_NODES / 2 nodes) is swept by the plan's schedule from its first changed
+    layer (full_sweep.sweep_layers), ~10 calls a layer against ~30. A variant whose change has
     become a uniform shift stops there (uniform_shift.py). Without a topological order (a cycle)
     each is solved alone. steps: (each node's step index, the number of steps, each node's window
     start): then each variant's step spans instead of its y, the largest y - window start per step
@@ -232,7 +230,8 @@ def forward_many(graph: Graph, variants: Iterable[tuple[np.ndarray, np.ndarray, 
     batch = max(1, MAX_COPY_NODES // max(n, 1))
     members = _members_of(graph, plan)
     cuts = c_measured = tables = None  # built with the first batch that sweeps
-    work = None  # ShiftedSpans' x and y, the measured times except where a variant is being computed
+    work = solo = None  # ShiftedSpans' x and y (copies, and one variant), the measured times except
+    # where a variant is being computed
     pending = iter(variants)
     while chunk := list(itertools.islice(pending, batch)):
         if plan.order is None:
@@ -248,10 +247,24 @@ def forward_many(graph: Graph, variants: Iterable[tuple[np.ndarray, np.ndarray, 
         c = _stacked([c_measured if v[0] is graph.dur or np.array_equal(v[0], graph.dur) else
                       _chain_prefix(graph, _increments(graph, v[0])) for v in chunk])
         changed = [np.flatnonzero(v[2]) for v in chunk]  # once per variant: each is a pass over every node
-        dirty = _stacked([_warm_dirty(graph, plan, at) for at in changed])
         if cuts is None:
             cuts = Cuts.of(graph, plan, *warm)
             tables = None if steps is None else ShiftedSpans.of(cuts, *steps)
+        if copies == 1 and (schedule := _schedule_of(graph, plan, members)) is not None:
+            # a variant alone (a large graph): every unit of its layers, ~10 calls a layer, not ~30
+            if tables is None or solo is None:
+                solo = (warm[0].copy(), np.r_[warm[1], 0])  # y with sweep_layers' slot for the base term
+            x, y = solo
+            check = _Check(cuts, cuts.first_check(changed[0]), write=tables is None)
+            first = _first_layer(plan.order, changed[0])
+            last = sweep_layers(schedule, graph, c, dur, transfer, x, y, first, check)
+            if tables is None:
+                yield y[:n] if steps is None else _step_max(y[:n], steps)
+            else:
+                yield tables.spans(y, 0, first, last, check.shift)
+                tables.restore(x, y, 0, first, last, *warm)
+            continue
+        dirty = _stacked([_warm_dirty(graph, plan, at) for at in changed])
         early = _EarlyStop(cuts, n, np.array([cuts.first_check(at) for at in changed], np.int64),
                            write=tables is None)
         if tables is None:
@@ -302,6 +315,13 @@ def _members_of(graph: Graph, plan: Plan) -> "Members":
     if graph.inst is plan.inst:
         return Members(plan.member_ptr, plan.members)
     return Members(*_members(graph.inst, plan.member_ptr.size - 1))
+
+
+def _schedule_of(graph: Graph, plan: Plan, members: "Members") -> Schedule | None:
+    """The plan's schedule, for graph.inst's members where a what-if took nodes out of collectives."""
+    if plan.schedule is None or graph.inst is plan.inst:
+        return plan.schedule
+    return plan.schedule.with_members(graph, plan.order, members)
 
 
 def _increments(graph: Graph, dur: np.ndarray) -> np.ndarray:
@@ -393,7 +413,7 @@ def _passes_forward(graph, plan, members, c, dur, transfer) -> tuple[np.ndarray,
             return x, y
         idx = concat_ranges(plan.chain_start[chains], plan.chain_stop[chains])
         a = _ext(graph, plan, idx, y) + graph.u[idx] - c[idx]
-        xi = c[idx] + _segmented_cummax(a, plan.node_chain[idx])
+        xi = c[idx] + segmented_cummax(a, plan.node_chain[idx])
         moved_into = _update(graph, plan, members, idx, xi, x, y, dur, transfer, touched)
         chains = _distinct(plan.node_chain[moved_into], plan.chain_start.size)
         touched = touched[:0]
@@ -510,6 +530,29 @@ class _EarlyStop:
         return self.shift[k] is not None
 
 
+class _Check:
+    """One variant's uniform-shift checks for sweep_layers, as _EarlyStop makes them for copies: first at
+    its last changed layer, then 1, 2, 4... checkable layers further after each miss."""
+
+    def __init__(self, cuts: Cuts, first: int, write: bool) -> None:
+        self.cuts, self.next, self.gap, self.write = cuts, first, 1, write
+        self.shift: np.ndarray | None = None
+        """Without write, once finished: the shift per component (the later times left the measured)."""
+
+    def __call__(self, layer: int, x: np.ndarray, y: np.ndarray) -> bool:
+        if layer < self.next:
+            return False
+        if self.write:
+            finished = self.cuts.shift_rest(layer, x, y, 0)
+        else:
+            self.shift = self.cuts.uniform_shift(layer, x, y, 0)
+            finished = self.shift is not None
+        if not finished:
+            self.next = self.cuts.next_checkable(layer + self.gap)
+            self.gap *= 2
+        return finished
+
+
 def _sweep(graph: Graph, plan: Plan, members: Members, c: np.ndarray, dur: np.ndarray, transfer: np.ndarray,
            x: np.ndarray, y: np.ndarray, dirty: np.ndarray, copies: int = 1,
            early: _EarlyStop | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -563,7 +606,7 @@ def _sweep(graph: Graph, plan: Plan, members: Members, c: np.ndarray, dur: np.nd
                 xi = c[fidx] + head_v
             else:
                 v[at] = head_v
-                xi = c[fidx] + _segmented_cummax(v, np.repeat(np.arange(sub.size), lens))
+                xi = c[fidx] + segmented_cummax(v, np.repeat(np.arange(sub.size), lens))
             inst_i = graph.inst[idx]
             free = inst_i < 0
             shifted = xi != x[fidx]
@@ -651,7 +694,7 @@ def _sweep_back(graph: Graph, plan: Plan, p: np.ndarray, deadline: np.ndarray) -
             v[at[cont]] = np.minimum(v[at[cont]], ly[end[cont] + 1] - p[end[cont] + 1])
             # reversed running min per run = -(running max of the negation over the reversed runs)
             seg = np.repeat(np.arange(sub.size), lens)
-            ly_i = p[idx] - _segmented_cummax(-v[::-1], (sub.size - 1 - seg)[::-1])[::-1]
+            ly_i = p[idx] - segmented_cummax(-v[::-1], (sub.size - 1 - seg)[::-1])[::-1]
             ly[idx] = ly_i
             free = graph.inst[idx] < 0
             lx[idx[free]] = ly_i[free] - graph.dur[idx[free]]
@@ -686,7 +729,7 @@ def _passes_back(graph: Graph, p: np.ndarray, deadline: np.ndarray) -> tuple[np.
             ext[by_src.keys] = np.minimum(ext[by_src.keys], best)
         # reversed cumulative min per chain = -(cummax of the negation), chains renumbered ascending
         b = (ext - p)[rev]
-        ly = p - _segmented_cummax(-b, chain_rev)[rev]
+        ly = p - segmented_cummax(-b, chain_rev)[rev]
         new_lx = ly - graph.dur
         if matched.size:
             join = by_inst.reduce(ly[matched] - graph.transfer[matched], np.minimum)
