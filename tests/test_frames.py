@@ -133,3 +133,17 @@ def test_an_arrow_round_trip_of_another_dtype_keeps_the_chunked_column(monkeypat
     frames = [_rank_frame(rank, 3) for rank in range(8)]
     got = _same_as_concat(frames, block_by_block=True)
     assert got["name"].array.__arrow_array__().num_chunks == 8
+
+
+def test_column_labels_compare_as_index_equals_does():
+    """Labels compared by their Arrow arrays where both Indexes are Arrow-backed text of one dtype;
+    any other pair by Index.equals, which ignores the dtype: object labels equal to str labels still
+    join block by block, as pd.concat aligns them; other labels do not."""
+    frames = [_rank_frame(rank, 2) for rank in range(4)]
+    assert all(f.columns.dtype == "str" for f in frames)
+    _same_as_concat(frames, block_by_block=True)
+    as_object = frames[1].copy()
+    as_object.columns = pd.Index(list(as_object.columns), dtype=object)
+    _same_as_concat([frames[0], as_object, frames[2]], block_by_block=True)
+    renamed = frames[1].rename(columns={"pct": "share"})
+    _same_as_concat([frames[0], renamed], block_by_block=False)
