@@ -44,4 +44,4 @@ def full_forward(graph: Graph, dur: np.ndarray | None = None, transfer: np.ndarr
 def full_backward(graph: Graph, deadline: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Latest starts and ends (Lx, Ly) such that every node ends by its deadline and every constraint holds:
     longest_path.backward without a backward order, i.e. its relaxing passes (the cyclic-graph fallback)."""
-    return backward(graph, deadline, plan=Plan.of(graph)._replace(back_order=None))
+    return backward(graph, deadline, plan=Plan.of(graph)._replace(schedule=None))

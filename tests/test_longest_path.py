@@ -73,21 +73,47 @@ def test_forward_equals_the_full_solve_cold_and_warm(seed, solver):
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 
-@pytest.mark.parametrize("ordered", [True, False])
+@pytest.mark.parametrize("ordered", [True, False])  # the schedule's layers in reverse, and the passes
 @pytest.mark.parametrize("seed", range(40))
-def test_backward_equals_the_full_solve(seed, ordered):
+def test_backward_equals_the_full_solve(seed, ordered, monkeypatch):
+    import overlapscope.analysis.longest_path as lp
+    swept = []
+    monkeypatch.setattr(lp, "full_sweep_back", lambda *a, sweep=lp.full_sweep_back: swept.append(sweep(*a)) or swept[-1])
     rng = np.random.default_rng(seed)
     graph = random_graph(rng)
     plan = Plan.of(graph)
-    assert plan.back_order is not None
+    assert plan.schedule is not None
     if not ordered:
-        plan = plan._replace(back_order=None)
+        plan = plan._replace(schedule=None)
     _, y = full_forward(graph)
     # every node by the latest end (as slack asks), and some nodes by tighter deadlines of their own
     deadline = np.where(rng.random(y.size) < 0.2, y + rng.integers(0, 20, y.size), y.max())
     want = full_backward(graph, deadline)
     got = backward(graph, deadline, plan=plan)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    # the reverse sweep itself solved it (it declines only a member that ends a longer sub-chain)
+    assert (len(swept) == 1 and swept[0] is not None) if ordered else not swept
+
+
+def test_a_member_that_ends_a_longer_sub_chain_is_solved_backward_by_the_passes(monkeypatch):
+    """Node 1, a collective member, ends the sub-chain [0, 1] (a chain depgraph never builds: comm
+    nodes head their own chains): the forward schedule takes it (nothing reads its x + d), the
+    reverse sweep declines it (the collective's layer would need node 1 before node 0's sub-chain),
+    and the passes give the oracle's latest times."""
+    import overlapscope.analysis.longest_path as lp
+    i64 = lambda *v: np.array(v, dtype=np.int64)  # noqa: E731
+    graph = Graph(chain=i64(0, 0, 1), head=np.array([True, False, True]), base=i64(0, 0, 4), g=i64(0, 0, 0),
+                  u=i64(0, 0, 0), dur=i64(3, 0, 0), inst=i64(-1, 0, 0), transfer=i64(0, 5, 5),
+                  src=i64(), dst=i64(), lag=i64())
+    plan = Plan.of(graph)
+    assert plan.schedule is not None
+    x, y = forward(graph, plan=plan)
+    assert x.tolist() == [0, 3, 4] and y.tolist() == [3, 9, 9]
+    declined = []
+    monkeypatch.setattr(lp, "full_sweep_back", lambda *a, sweep=lp.full_sweep_back: declined.append(sweep(*a)) or None)
+    got = backward(graph, np.full(3, 9, np.int64), plan=plan)
+    want = full_backward(graph, np.full(3, 9, np.int64))
+    assert declined == [None] and np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 
 def test_a_chain_that_continues_after_a_collective_member_is_solved_without_a_schedule(monkeypatch):

@@ -25,11 +25,10 @@ import numpy as np
 import pandas as pd
 
 from ..core.intervals import concat_ranges, distinct
-from .full_sweep import Schedule, segmented_cummax, sweep as full_sweep, sweep_layers
+from .full_sweep import LATEST, Schedule, segmented_cummax, sweep as full_sweep, sweep_back as full_sweep_back, sweep_layers
 from .uniform_shift import NO_CHECK, Cuts, ShiftedSpans
 
 NEVER = np.int64(-(2 ** 62))
-LATEST = np.int64(2 ** 62)
 MAX_PASSES = 100_000
 
 
@@ -102,9 +101,8 @@ class Plan(NamedTuple):
     """Members of instance i: members[member_ptr[i]:member_ptr[i + 1]]."""
     members: np.ndarray
     order: "Order | None"
-    """The forward sweep's topological order; None when the graph has none (the passes then run)."""
-    back_order: "Order | None"
-    """The backward sweep's."""
+    """The sweeps' topological order (forward, and backward in reverse); None when the graph has none
+    (the passes then run)."""
     schedule: "Schedule | None"
     """The forward order laid out for sweeps that compute every unit (full_sweep.py); None without an
     order, or for a graph whose chains continue after a collective member."""
@@ -121,7 +119,7 @@ class Plan(NamedTuple):
         members, order = Members(*_members(graph.inst)), Order.forward(graph, in_ptr)
         schedule = None if order is None else Schedule.of(graph, order, in_ptr, in_edge, members)
         return cls(node_chain, chain_start, chain_stop, in_ptr, in_edge, out_ptr, out_edge, graph.dst[out_edge],
-                   graph.inst, *members, order, Order.backward(graph, out_ptr), schedule)
+                   graph.inst, *members, order, schedule)
 
     def members_of(self, instances: np.ndarray) -> np.ndarray:
         """The member nodes of these instances, instance by instance."""
@@ -425,9 +423,8 @@ class Order(NamedTuple):
     (0..S-1) and collective instances (S + i); a unit's layer is one more than the latest of the units
     it reads, found by Kahn's algorithm one layer at a time. Forward (Order.forward), a sub-chain is a
     run of one chain that explicit edges enter only at its first node, and it reads the sub-chain before
-    it in its lane and the producers of the edges into its first node; backward (Order.backward), a run
-    that explicit edges leave only from its last node, reading the sub-chain after it and the units the
-    edges out of its last node enter. An instance reads its members."""
+    it in its lane and the producers of the edges into its first node (the backward sweep visits the
+    same layers in reverse). An instance reads its members."""
 
     sub_start: np.ndarray
     sub_stop: np.ndarray
@@ -449,18 +446,6 @@ class Order(NamedTuple):
         src_unit = np.where(graph.inst[graph.src] >= 0, subs + graph.inst[graph.src], node_sub[graph.src])
         return cls._of(sub_start, n, node_sub, graph, np.concatenate([lane - 1, src_unit, node_sub[matched]]),
                        np.concatenate([lane, node_sub[graph.dst], subs + graph.inst[matched]]))
-
-    @classmethod
-    def backward(cls, graph: Graph, out_ptr: np.ndarray) -> "Order | None":
-        n = graph.base.size
-        last = np.r_[graph.head[1:], True] | (np.diff(out_ptr) > 0)
-        sub_start = np.r_[0, np.flatnonzero(last)[:-1] + 1].astype(np.int64) if n else np.empty(0, np.int64)
-        node_sub, matched, subs = np.repeat(np.arange(sub_start.size), np.diff(np.r_[sub_start, n])), \
-            np.flatnonzero(graph.inst >= 0), sub_start.size
-        lane = np.flatnonzero(~graph.head[sub_start])  # sub-chains the one before them continues
-        dst_unit = np.where(graph.inst[graph.dst] >= 0, subs + graph.inst[graph.dst], node_sub[graph.dst])
-        return cls._of(sub_start, n, node_sub, graph, np.concatenate([lane, dst_unit, node_sub[matched]]),
-                       np.concatenate([lane - 1, node_sub[graph.src], subs + graph.inst[matched]]))
 
     @classmethod
     def _of(cls, sub_start, n, node_sub, graph, prod, cons) -> "Order | None":
@@ -650,8 +635,8 @@ def _distinct(values: np.ndarray, n: int) -> np.ndarray:
 
 def backward(graph: Graph, deadline: np.ndarray, *, plan: Plan | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Latest starts and ends (Lx, Ly) such that every node ends by its deadline and every constraint
-    holds. With a backward order (Plan.back_order) each unit once, in reverse topological layers;
-    without one, passes until nothing moves."""
+    holds. With the plan's schedule each unit once, in the forward layers reversed
+    (full_sweep.sweep_back); without one, passes until nothing moves."""
     n = graph.base.size
     # Ly_n = min(extL_n, Ly_{n+1} - dec_n), dec_n = d_{n+1} + u_{n+1} + g_{n+1} inside a chain.
     dec = np.zeros(n, dtype=np.int64)
@@ -660,57 +645,11 @@ def backward(graph: Graph, deadline: np.ndarray, *, plan: Plan | None = None) ->
     dec[last] = 0
     p = _chain_prefix(graph, np.r_[0, dec[:-1]])  # P_n = sum of dec_j for j < n in the chain
     plan = Plan.of(graph) if plan is None else plan
-    if plan.back_order is not None:
-        return _sweep_back(graph, plan, p, deadline)
+    if plan.schedule is not None and graph.inst is plan.inst:
+        solved = full_sweep_back(plan.schedule, graph, plan.out_ptr, plan.out_edge, p, deadline)
+        if solved is not None:
+            return solved
     return _passes_back(graph, p, deadline)
-
-
-def _sweep_back(graph: Graph, plan: Plan, p: np.ndarray, deadline: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Ly_n = P_n + min over k >= n of the run (ext_k - P_k), the run's last node's ext taking the edges
-    out of it (Lx_dst - u_dst - lag) and the lane's next node (Ly - P there); then Lx = Ly - d, and a
-    collective's members Lx = the least of (Ly - t) over them."""
-    order, n = plan.back_order, graph.base.size
-    subs = order.sub_start.size
-    lx = np.full(n, LATEST, dtype=np.int64)
-    ly = np.full(n, LATEST, dtype=np.int64)
-    for layer in range(order.layer_ptr.size - 1):
-        units = order.layer_units[order.layer_ptr[layer]:order.layer_ptr[layer + 1]]
-        split = np.searchsorted(units, subs)
-        if split:
-            sub = units[:split]
-            first, stop = order.sub_start[sub], order.sub_stop[sub]
-            lens = stop - first
-            idx = concat_ranges(first, stop)
-            v = deadline[idx] - p[idx]
-            end = stop - 1
-            at = np.cumsum(lens) - 1  # each run's last node in idx
-            lo, hi = plan.out_ptr[end], plan.out_ptr[end + 1]
-            out = plan.out_edge[concat_ranges(lo, hi)]
-            if out.size:
-                has, best = _segment_min(lx[graph.dst[out]] - graph.u[graph.dst[out]] - graph.lag[out], hi - lo)
-                v[at[has]] = np.minimum(v[at[has]], best - p[end[has]])
-            cont = end + 1 < n
-            cont[cont] = ~graph.head[np.minimum(end[cont] + 1, n - 1)]
-            v[at[cont]] = np.minimum(v[at[cont]], ly[end[cont] + 1] - p[end[cont] + 1])
-            # reversed running min per run = -(running max of the negation over the reversed runs)
-            seg = np.repeat(np.arange(sub.size), lens)
-            ly_i = p[idx] - segmented_cummax(-v[::-1], (sub.size - 1 - seg)[::-1])[::-1]
-            ly[idx] = ly_i
-            free = graph.inst[idx] < 0
-            lx[idx[free]] = ly_i[free] - graph.dur[idx[free]]
-        if split < units.size:
-            inst = units[split:] - subs
-            lo, hi = plan.member_ptr[inst], plan.member_ptr[inst + 1]
-            m = plan.members[concat_ranges(lo, hi)]
-            has, join = _segment_min(ly[m] - graph.transfer[m], hi - lo)
-            lx[m] = np.repeat(join, (hi - lo)[has])
-    return lx, ly
-
-
-def _segment_min(values: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Min of each non-empty consecutive segment of values (lengths lens): (which segments, minima)."""
-    has = lens > 0
-    return has, np.minimum.reduceat(values, (np.cumsum(lens) - lens)[has]) if values.size else values
 
 
 def _passes_back(graph: Graph, p: np.ndarray, deadline: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
