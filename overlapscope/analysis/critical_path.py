@@ -200,9 +200,10 @@ def _binding(solved: Solved) -> np.ndarray:
         # the priority of each distinct edge type once (a dict lookup per edge cost 0.1 s at 1,024 ranks)
         codes, types = pd.factorize(e["type"].to_numpy()[ok], use_na_sentinel=False)
         priority = np.array([_EDGE_PRIORITY.get(t, np.nan) for t in types], dtype=np.float64)[codes]
-        cand = pd.DataFrame({"dst": g.dst[ok], "src": g.src[ok], "p": priority}).sort_values(["dst", "p", "src"])
-        first = cand.drop_duplicates("dst")
-        out[first["dst"].to_numpy()] = first["src"].to_numpy()
+        dst, src = g.dst[ok], g.src[ok]
+        by = np.lexsort((src, priority, dst))  # per destination the most binding type, then the lowest source
+        first = by[_group_starts(dst[by])]
+        out[dst[first]] = src[first]
     return out
 
 
@@ -283,12 +284,16 @@ def _last_arrivals(nodes: pd.DataFrame, inst: np.ndarray) -> np.ndarray:
     sel = np.flatnonzero(inst >= 0)
     if sel.size == 0:
         return np.empty(0, np.int64)
-    frame = pd.DataFrame({"inst": inst[sel], "x": nodes["x"].to_numpy()[sel], "rank": nodes["rank"].to_numpy()[sel],
-                          "node": sel}).sort_values(["inst", "x", "rank"], ascending=[True, False, True])
-    first = frame.drop_duplicates("inst")
+    by = np.lexsort((nodes["rank"].to_numpy()[sel], -nodes["x"].to_numpy(np.int64)[sel], inst[sel]))
+    first = sel[by[_group_starts(inst[sel][by])]]
     out = np.full(int(inst.max()) + 1, -1, dtype=np.int64)
-    out[first["inst"].to_numpy()] = first["node"].to_numpy()
+    out[inst[first]] = first
     return out
+
+
+def _group_starts(keys: np.ndarray) -> np.ndarray:
+    """Where each run of equal sorted keys starts (the first row of each group after a sort)."""
+    return np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else np.empty(0, np.int64)
 
 
 def merge_segments(path: pd.DataFrame) -> pd.DataFrame:

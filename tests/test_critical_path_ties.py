@@ -1,0 +1,37 @@
+"""critical_path's tie rules, by hand: which constraint set a start when several bind at once, and
+which member of a collective arrived last when several arrived together."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.analysis.critical_path import _binding, _last_arrivals
+from overlapscope.analysis.longest_path import Graph
+
+
+def _i64(*values: int) -> np.ndarray:
+    return np.array(values, dtype=np.int64)
+
+
+def test_the_binding_constraint_is_the_most_binding_type_then_the_lowest_source():
+    """Node 4 starts at 10, where the edges from 0 (launch), 1 and 2 (lane, event) and 3 (gate) all
+    end: the gate edge binds (gate, event, lane, launch). Node 5's two tight lane edges (from 2 and 1)
+    give the lower source, 1; node 6's edge from 0 is not tight (ends 5 + lag 1 < 10): its base."""
+    n = 7
+    graph = Graph(chain=np.arange(n), head=np.ones(n, bool), base=np.zeros(n, np.int64), g=np.zeros(n, np.int64),
+                  u=np.zeros(n, np.int64), dur=np.zeros(n, np.int64), inst=np.full(n, -1), transfer=np.zeros(n, np.int64),
+                  src=_i64(0, 1, 2, 3, 2, 1, 0), dst=_i64(4, 4, 4, 4, 5, 5, 6), lag=_i64(5, 0, 0, 0, 0, 0, 1))
+    nodes = pd.DataFrame({"x": _i64(0, 0, 0, 0, 10, 10, 10), "y": _i64(5, 10, 10, 10, 12, 12, 12)})
+    edges = pd.DataFrame({"type": np.array(["launch", "lane", "event", "gate", "lane", "lane", "launch"], dtype=object)})
+    bound = _binding(SimpleNamespace(graph=graph, nodes=nodes, edges=edges))
+    assert bound.tolist() == [-1, -1, -1, -1, 3, 1, -1]
+
+
+def test_the_last_arrival_is_the_latest_start_then_the_lowest_rank():
+    """Collective 0: ranks 2 and 1 both arrive at 9 (the latest): rank 1's node. Collective 1: rank 0
+    arrives last at 7. Node 5 is in no collective."""
+    nodes = pd.DataFrame({"x": _i64(9, 9, 3, 7, 2, 50), "rank": _i64(2, 1, 0, 0, 1, 0)})
+    inst = _i64(0, 0, 0, 1, 1, -1)
+    assert _last_arrivals(nodes, inst).tolist() == [1, 3]
