@@ -21,7 +21,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-import pandas as pd
+
+from .full_sweep import segmented_cummax
 
 NO_CHECK = np.iinfo(np.int64).max
 """A copy's next check layer once it is finished or has no checkable layer left."""
@@ -110,11 +111,14 @@ class Cuts(NamedTuple):
         q_node, q_is_y, lo, hi = q_node[by_lo], q_is_y[by_lo], lo[by_lo], hi[by_lo]
         components = int(comp.max()) + 1 if n else 0
         # headroom, least over each component's nodes from a layer on
-        room = np.minimum(x0 - graph.u - graph.base, np.int64(2 ** 61))
+        # (clipped to +-2^61, far past any shift, so that negating it cannot overflow)
+        room = np.clip(x0 - graph.u - graph.base, -np.int64(2 ** 61), np.int64(2 ** 61))
         room_key = comp * (layers + 1) + x_layer
         by_key = _stable_order(room_key, components * (layers + 1))
         room_key, room = room_key[by_key], room[by_key]
-        room_after = pd.Series(room[::-1]).groupby(comp[by_key][::-1]).cummin().to_numpy(np.int64)[::-1]
+        # a least from the end, restarting per component: the running max of -room read backwards
+        # (component ids ascending along by_key, so components - 1 - comp ascends read backwards)
+        room_after = -segmented_cummax(-room[::-1], (components - 1 - comp[by_key])[::-1])[::-1]
         return cls(layers, components, unit_layer, comp, x_layer, y_layer, chain_layer, checkable, q_node, q_is_y,
                    lo, hi, np.flatnonzero(hi - lo > SHORT_SPAN), {}, room_key, room_after, x0, y0)
 
