@@ -147,3 +147,63 @@ def test_column_labels_compare_as_index_equals_does():
     _same_as_concat([frames[0], as_object, frames[2]], block_by_block=True)
     renamed = frames[1].rename(columns={"pct": "share"})
     _same_as_concat([frames[0], renamed], block_by_block=False)
+
+
+def _coded(values: list, categories: list) -> pd.Categorical:
+    return pd.Categorical(values, categories=pd.Index(categories, dtype=object))
+
+
+def test_united_categories_join_each_ranks_codes():
+    """union_categories: a text column coded per frame into that frame's own categories comes back
+    categorical with the union of them (first-appearance order), every row's value and every missing
+    value as pd.concat gives them (as object); the other columns are pd.concat's, exactly."""
+    parts = [(["b", "a", None], ["b", "a"]), (["c", "c"], ["c"]), ([], []), (["a", "d"], ["d", "a"]),
+             (["b"], ["b", "a"])]  # an empty frame, one without categories, one with the first's categories
+    frames = [pd.DataFrame({"n": np.arange(len(v), dtype=np.int64) + 10 * k, "lane": _coded(v, c)})
+              for k, (v, c) in enumerate(parts)]
+    assert _joined_blocks(frames) is None and _joined_blocks(frames, union_categories=True) is not None
+    got = stacked_frames(frames, union_categories=True)
+    want = pd.concat(frames, ignore_index=True)
+    assert want["lane"].dtype == object  # what pd.concat makes of categories that differ
+    assert isinstance(got["lane"].dtype, pd.CategoricalDtype) and not got["lane"].dtype.ordered
+    assert got["lane"].cat.categories.tolist() == ["b", "a", "c", "d"]
+    assert got["lane"].cat.categories.dtype == object
+    assert got["lane"].astype(object).tolist() == want["lane"].tolist()  # None stays missing
+    pd.testing.assert_series_equal(got["n"], want["n"])
+    assert got.index.equals(want.index) and got.columns.equals(want.columns)
+
+
+def test_united_categories_where_the_frames_go_to_pd_concat():
+    """Frames whose block layouts differ go to pd.concat; their categorical columns are then united
+    all the same (by the frames' columns); an ordered categorical is never united (pd.concat's)."""
+    a = pd.DataFrame({"n": [1, 2], "lane": _coded(["x", "y"], ["x", "y"]), "m": [5, 6]})
+    b = pd.DataFrame({"n": [3], "lane": _coded(["z"], ["z"])})
+    b["m"] = 7  # the same columns, "m" in a block of its own (in a's int64 block in a)
+    assert len(a._mgr.blocks) != len(b._mgr.blocks)
+    assert _joined_blocks([a, b], union_categories=True) is None
+    got = stacked_frames([a, b], union_categories=True)
+    assert got["lane"].tolist() == ["x", "y", "z"] and got["lane"].cat.categories.tolist() == ["x", "y", "z"]
+    assert got["n"].tolist() == [1, 2, 3] and got["m"].tolist() == [5, 6, 7]
+    ordered = [pd.DataFrame({"lane": pd.Categorical(v, categories=c, ordered=True)}) for v, c in ((["x"], ["x"]), (["y"], ["y"]))]
+    pd.testing.assert_frame_equal(stacked_frames(ordered, union_categories=True), pd.concat(ordered, ignore_index=True))
+
+
+def test_shared_labels_are_one_index_per_schema():
+    """with_shared_labels: frames of equal labels (and label dtype) end up holding one Index object,
+    the frames otherwise as they were; other labels, or the same labels as object, get their own.
+    Pickled together they still share it, and stack as pd.concat does."""
+    import pickle
+
+    from overlapscope.core.frames import with_shared_labels
+    frames = [with_shared_labels(_rank_frame(rank, 2)) for rank in range(5)]
+    assert len({id(f.columns) for f in frames}) == 1
+    want = pd.concat([_rank_frame(rank, 2) for rank in range(5)], ignore_index=True)
+    other = with_shared_labels(_rank_frame(9, 2).rename(columns={"pct": "share"}))
+    as_object = _rank_frame(8, 2)
+    as_object.columns = pd.Index(list(as_object.columns), dtype=object)
+    as_object = with_shared_labels(as_object)
+    assert other.columns is not frames[0].columns and as_object.columns is not frames[0].columns
+    assert as_object.columns.dtype == object and list(other.columns)[3] == "share"
+    back = pickle.loads(pickle.dumps(frames))
+    assert len({id(f.columns) for f in back}) == 1
+    pd.testing.assert_frame_equal(stacked_frames(back), want, check_exact=True)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from overlapscope.core import intervals as iv
@@ -129,15 +130,19 @@ def test_cut_at_splits_only_at_points_strictly_inside():
     assert iv.cut_at(s, np.array([10, 50])) is s
 
 
-def test_owned_intervals_rows_of_each_owner_in_the_order_asked():
+@pytest.mark.parametrize("build", ["OwnedIntervals.of", "frames.owned_intervals"])
+def test_owned_intervals_rows_of_each_owner_in_the_order_asked(build):
+    """OwnedIntervals.of, and frames.owned_intervals (the frames' columns read from one stack of them)."""
     import pandas as pd
+    from overlapscope.core.frames import owned_intervals
 
+    of = iv.OwnedIntervals.of if build == "OwnedIntervals.of" else owned_intervals
     frame = lambda s, e: pd.DataFrame({"start_ns": np.array(s, np.int64), "end_ns": np.array(e, np.int64)})
     # columns in either order, a frame of more columns, an empty table and no table at all
     tables = {7: frame([1, 5], [2, 9]), 3: frame([], []), 4: None,
               2: pd.DataFrame({"end_ns": [30], "start_ns": [20]}),
               9: pd.DataFrame({"x": [0.5], "start_ns": [100], "end_ns": [200]})}
-    owned = iv.OwnedIntervals.of(tables)
+    owned = of(tables)
     starts, ends, at = owned.rows_of(np.array([7, 2, 7, 3, 9, 4]))
     # the oracle: each owner's table read column by column, in the order asked
     want = [(s, e, k) for k, o in enumerate([7, 2, 7, 3, 9, 4]) if tables[o] is not None
@@ -145,13 +150,29 @@ def test_owned_intervals_rows_of_each_owner_in_the_order_asked():
     assert list(zip(starts.tolist(), ends.tolist(), at.tolist())) == want
     assert starts.dtype == ends.dtype == at.dtype == np.int64
     assert owned.held(np.array([7, 3, 4, 5, 2, 100, -1])).tolist() == [True, True, False, False, True, False, False]
-    import pytest
-
     with pytest.raises(KeyError):
         owned.rows_of(np.array([7, 5]))
-    empty = iv.OwnedIntervals.of({})
+    empty = of({})
     assert [a.size for a in empty.rows_of(np.empty(0, np.int64))] == [0, 0, 0]
     assert empty.held(np.array([1])).tolist() == [False]
+
+
+def test_owned_intervals_from_one_stack_are_those_read_frame_by_frame():
+    """Many frames of one schema (joined block by block), and a float frame among them: epoch ns past
+    2^53 that a float64 join would round are read frame by frame instead, exactly."""
+    import pandas as pd
+    from overlapscope.core.frames import owned_intervals
+
+    rng = np.random.default_rng(3)
+    big = 1_700_000_000_000_000_001
+    tables = {r: pd.DataFrame({"start_ns": big + rng.integers(0, 1000, r % 4), "end_ns": big + 2000 + np.arange(r % 4)})
+              for r in range(300)}
+    tables[301] = None
+    for case in (tables, {**tables, 5: pd.DataFrame({"start_ns": [1.0], "end_ns": [2.0]})}):
+        want, got = iv.OwnedIntervals.of(case), owned_intervals(case)
+        for field in want._fields:
+            assert np.array_equal(getattr(got, field), getattr(want, field)), field
+            assert getattr(got, field).dtype == getattr(want, field).dtype, field
 
 
 def test_concat_ranges_is_each_arange_in_turn():

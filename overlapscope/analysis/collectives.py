@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import intervals as iv
-from ..core.frames import empty_frame, stacked_frames
+from ..core.frames import empty_frame, owned_intervals, stacked_frames
 from .groups import infer_groups
 from .matching import P2P, MatchConfig, comm_rows, match_collectives, on_device
 from .overlap import lane_sets
@@ -130,12 +130,12 @@ def collectives_of_ranks(comm: Mapping[int, pd.DataFrame], uncovered: Mapping[in
     matched = match_collectives(comm, config, ranks)
     offsets = matched.clock.offsets_ns
     rows = _wait_transfer(matched.rows, offsets)
-    uncovered = iv.OwnedIntervals.of(uncovered)  # each rank's tables read once, not once per section and key
+    uncovered = owned_intervals(uncovered)  # each rank's tables read once, not once per section and key
     _add_exposed(rows, uncovered)
     _add_bandwidth(rows, group_sizes or {})
     timed = wait_transfer_time(rows[list(_TIMED_COLUMNS)].assign(
         start_ns=rows["recorded_start_ns"], end_ns=rows["recorded_end_ns"]), uncovered,
-        iv.OwnedIntervals.of(windows or {}))
+        owned_intervals(windows or {}))
     out = rows.sort_values(["instance_start_ns", "instance", "rank"], kind="stable")
     out["instance"] = pd.factorize(out["instance"])[0].astype(np.int64)
     out = out[list(COLLECTIVE_COLUMNS)].reset_index(drop=True)

@@ -60,7 +60,7 @@ class Solved(NamedTuple):
     graph: Graph
     nodes: pd.DataFrame
     """All ranks' nodes: rank, step, lane, cls, start_ns, end_ns (aligned), wstart_ns, label, collective,
-    group, scope, pass, inst, x, y."""
+    group, scope, pass, inst, x, y (the text columns categorical, as the ranks' graphs have them)."""
     edges: pd.DataFrame
     join: np.ndarray
     """J per instance (aligned ns)."""
@@ -76,7 +76,7 @@ def solve(graphs: Mapping[int, RankGraph], offsets: Mapping[int, int], window_st
     """Assemble every rank's graph on the common clock, tie collectives, and run the forward pass."""
     ranks = sorted(graphs)
     # one concat, then every per-rank shift as one repeat (a per-rank frame copy cost ~4 ms a rank)
-    nodes = stacked_frames([graphs[r].nodes for r in ranks])
+    nodes = stacked_frames([graphs[r].nodes for r in ranks], union_categories=True)  # text as codes
     edges = stacked_frames([graphs[r].edges for r in ranks])
     sizes = np.array([len(graphs[r].nodes) for r in ranks], dtype=np.int64)
     node_off = np.cumsum(sizes) - sizes

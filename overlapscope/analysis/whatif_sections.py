@@ -98,6 +98,8 @@ def _slack_table(solved, node_slack: np.ndarray) -> pd.DataFrame:
     per = frame.groupby("inst").agg(step=("step", "min"), group=("group", "first"),
                                     collective=("collective", "first"), scope=("scope", "first"),
                                     **{"pass": ("pass", "first")}, slack_ns=("slack_ns", "min")).reset_index()
+    for text in ("group", "collective", "scope", "pass"):  # the nodes' categorical text, as str
+        per[text] = per[text].astype("str")
     saved = whatif_by_instance(solved, node_slack).set_index("instance")["saved_ns"]
     per["saved_ns"] = saved.reindex(per["inst"]).to_numpy(np.float64)
     per["on_critical_path"] = per["slack_ns"].to_numpy() == 0

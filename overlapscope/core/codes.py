@@ -102,3 +102,11 @@ def str_codes(column: pd.Series | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         codes[missing] = names.size + np.arange(int(missing.sum()))
         names = np.concatenate([names, np.asarray(column, dtype=object)[missing].astype(str).astype(object)])
     return codes.astype(np.intp), names
+
+
+def text_categorical(values: np.ndarray) -> pd.Categorical:
+    """An object array of str as a Categorical of its distinct values (object categories, in order of
+    first appearance; a missing value stays missing): a per-rank result's text column that the
+    reduce joins over ranks as codes (frames.united_categoricals), not as one string per row."""
+    codes, names = pd.factorize(values)
+    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(pd.Index(names, dtype=object)), validate=False)

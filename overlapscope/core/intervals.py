@@ -304,14 +304,22 @@ class OwnedIntervals(NamedTuple):
     @classmethod
     def of(cls, tables: Mapping[int, Any]) -> "OwnedIntervals":
         """tables: owner -> a frame with start_ns and end_ns columns, or None."""
-        owners = np.array(sorted(int(o) for o in tables), dtype=I64)
-        frames = [tables[int(o)] for o in owners]
-        has = np.array([f is not None for f in frames], dtype=bool)
+        owners = sorted(int(o) for o in tables)
+        frames = [tables[o] for o in owners]
         pairs = [_start_end(f) for f in frames if f is not None]
-        sizes = np.zeros(owners.size, I64)
-        sizes[has] = [len(p) for p in pairs]
         both = np.concatenate([np.empty((0, 2), I64)] + pairs)
-        return cls(owners, np.r_[0, np.cumsum(sizes)].astype(I64), both[:, 0].copy(), both[:, 1].copy(), has)
+        return cls.joined(owners, [f is not None for f in frames], [len(p) for p in pairs], both[:, 0].copy(),
+                          both[:, 1].copy())
+
+    @classmethod
+    def joined(cls, owners: Any, has: Any, sizes: Any, starts: np.ndarray, ends: np.ndarray) -> "OwnedIntervals":
+        """From the owners (ascending), whether each was given a table, the row count of each table
+        given, and every table's starts and ends back to back in owner order."""
+        has = np.asarray(has, dtype=bool)
+        counts = np.zeros(has.size, I64)
+        counts[has] = np.asarray(sizes, dtype=I64)
+        return cls(np.asarray(owners, dtype=I64).reshape(-1), np.r_[0, np.cumsum(counts)].astype(I64),
+                   np.asarray(starts, dtype=I64), np.asarray(ends, dtype=I64), has)
 
     def rows_of(self, owners: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """starts, ends and at (the position in `owners`) of every row of each owner in `owners`, in
