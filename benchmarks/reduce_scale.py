@@ -10,7 +10,8 @@ printed with the load average, since the machine may be shared.
     python benchmarks/reduce_scale.py --ranks 64 256 1024 --collectives 200
 
 Side by side with another checkout (a `git worktree` of main before a change), as the pipeline runs
-the reduce: the per-rank results are pickled once (as pool workers send them back), and each round
+the reduce: each checkout computes the per-rank results with its own `analyze_rank` (what workers
+send back may differ between them) and pickles them once, as pool workers send them; each round
 runs `combine` on them in a fresh process with this checkout's code, then with CHECKOUT's (by
 PYTHONPATH), alternating; the first call is timed (the pipeline reduces once). Medians and the
 ratio CHECKOUT / this are printed, wall and CPU:
@@ -114,30 +115,44 @@ def reduce_from(path: str) -> None:
     print(json.dumps({"wall": wall, "cpu": cpu, **watch.spent, "package": overlapscope.__file__}))
 
 
-def side_by_side(n: int, collectives: int, baseline: Path, rounds: int) -> None:
+def map_to(path: str, n: int, collectives: int) -> None:
+    """The per-rank results of the n-rank run, with whatever overlapscope is importable, pickled to path."""
     rng = np.random.default_rng(n)
     traces = [rank_trace(r, collectives, rng) for r in range(n)]
     sections = [analyze_rank(t) for t in traces]
+    with open(path, "wb") as f:
+        pickle.dump((Run(ranks=traces, manifest={}, path="bench"), sections), f, protocol=5)
+    import overlapscope
+    print(json.dumps({"package": overlapscope.__file__}))
+
+
+def _in_tree(tree: Path, tmp: str, what: str, *args: str) -> dict:
+    """This script run with `args` and tree's overlapscope (by PYTHONPATH), in a fresh process: the JSON
+    line it prints last, less the package it imported; a failure, or a package from elsewhere (PYTHONPATH
+    fell through to the installed one), ends the benchmark in one line naming tree."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run([sys.executable, __file__, *args], env=env, cwd=tmp, capture_output=True, text=True)
+    if done.returncode != 0:  # e.g. a checkout whose combine cannot read these per-rank results
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SystemExit(f"reduce_scale.py: the {what} with {tree}'s code failed: {last}")
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    if not Path(got.pop("package")).resolve().is_relative_to(tree):
+        raise SystemExit(f"reduce_scale.py: {tree} holds no overlapscope package: "
+                         f"the {what} would have timed the installed one")
+    return got
+
+
+def side_by_side(n: int, collectives: int, baseline: Path, rounds: int) -> None:
     trees = {"this": Path(__file__).resolve().parents[1], "baseline": baseline.resolve()}
     got: dict[str, list[dict]] = {k: [] for k in trees}
     with tempfile.TemporaryDirectory() as tmp:
-        inputs = os.path.join(tmp, "inputs.pkl")
-        with open(inputs, "wb") as f:
-            pickle.dump((Run(ranks=traces, manifest={}, path="bench"), sections), f, protocol=5)
-        del traces, sections
+        inputs = {name: os.path.join(tmp, f"{name}.pkl") for name in trees}
+        for name, tree in trees.items():
+            _in_tree(tree, tmp, "per-rank map", "--map-to", inputs[name], "--ranks", str(n),
+                     "--collectives", str(collectives))
         for _ in range(rounds):
             for name, tree in trees.items():
-                env = {**os.environ, "PYTHONPATH": str(tree)}
-                done = subprocess.run([sys.executable, __file__, "--reduce-from", inputs], env=env, cwd=tmp,
-                                      capture_output=True, text=True)
-                if done.returncode != 0:  # e.g. a checkout whose combine cannot read these per-rank results
-                    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-                    raise SystemExit(f"reduce_scale.py: the reduce with {tree}'s code failed: {last}")
-                timing = json.loads(done.stdout.strip().splitlines()[-1])
-                if not Path(timing.pop("package")).resolve().is_relative_to(tree):  # PYTHONPATH fell through
-                    raise SystemExit(f"reduce_scale.py: {tree} holds no overlapscope package: "
-                                     "the reduce would have timed the installed one")
-                got[name].append(timing)
+                got[name].append(_in_tree(tree, tmp, "reduce", "--reduce-from", inputs[name]))
     print(f"{n} ranks x {collectives} collectives, {rounds} rounds alternating, first call in a fresh process "
           f"(load average {os.getloadavg()[0]:.2f}); median [min-max] seconds")
     fields = ("wall", "cpu", *SECTIONS)
@@ -158,9 +173,12 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, help="another checkout to time side by side (fresh processes, pickled inputs)")
     ap.add_argument("--rounds", type=int, default=4, help="with --baseline: alternating rounds")
     ap.add_argument("--reduce-from", help=argparse.SUPPRESS)
+    ap.add_argument("--map-to", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.reduce_from:
         return reduce_from(args.reduce_from)
+    if args.map_to:
+        return map_to(args.map_to, args.ranks[0], args.collectives)
     if args.baseline:
         for n in args.ranks:
             side_by_side(n, args.collectives, args.baseline, args.rounds)

@@ -37,16 +37,32 @@ def test_a_baseline_without_the_package_is_refused_in_one_line(tmp_path):
                            "--rounds", "1"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [f"reduce_scale.py: {tmp_path.resolve()} holds no overlapscope package: "
-                                                "the reduce would have timed the installed one"]
+                                                "the per-rank map would have timed the installed one"]
 
 
-def test_a_baseline_whose_reduce_fails_is_named_in_one_line(tmp_path):
-    """A checkout whose combine cannot run: one line naming it and its last error line."""
+def test_a_baseline_whose_code_fails_is_named_in_one_line(tmp_path):
+    """A checkout whose code cannot run (its per-rank map, the first step, fails): one line naming it
+    and its last error line."""
     package = tmp_path / "overlapscope"
     package.mkdir()
     (package / "__init__.py").write_text("raise ImportError('this checkout is broken')\n")
     done = subprocess.run([sys.executable, str(SCRIPT), "--ranks", "2", "--collectives", "2", "--baseline", str(tmp_path),
                            "--rounds", "1"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines() == [f"reduce_scale.py: the reduce with {tmp_path.resolve()}'s code failed: "
+    assert done.stderr.strip().splitlines() == [f"reduce_scale.py: the per-rank map with {tmp_path.resolve()}'s code failed: "
                                                 "ImportError: this checkout is broken"]
+
+
+def test_a_baseline_whose_reduce_fails_is_named_in_one_line(tmp_path):
+    """A checkout whose per-rank map runs but whose combine cannot: one line naming it and its last
+    error line."""
+    import shutil
+
+    shutil.copytree(ROOT / "overlapscope", tmp_path / "overlapscope", ignore=shutil.ignore_patterns("__pycache__"))
+    init = tmp_path / "overlapscope" / "analysis" / "__init__.py"
+    init.write_text(init.read_text() + "\n\ndef combine(*args, **kwargs):\n    raise RuntimeError('this reduce is broken')\n")
+    done = subprocess.run([sys.executable, str(SCRIPT), "--ranks", "2", "--collectives", "2", "--baseline", str(tmp_path),
+                           "--rounds", "1"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [f"reduce_scale.py: the reduce with {tmp_path.resolve()}'s code failed: "
+                                                "RuntimeError: this reduce is broken"]
