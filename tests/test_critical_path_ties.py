@@ -35,3 +35,34 @@ def test_the_last_arrival_is_the_latest_start_then_the_lowest_rank():
     nodes = pd.DataFrame({"x": _i64(9, 9, 3, 7, 2, 50), "rank": _i64(2, 1, 0, 0, 1, 0)})
     inst = _i64(0, 0, 0, 1, 1, -1)
     assert _last_arrivals(nodes, inst).tolist() == [1, 3]
+
+
+def _first_match_by_lexsort(query, table, values):
+    """The oracle: one lexsort over all keys, the first table row of each key group kept."""
+    n_table = table[0].size
+    keys = [np.r_[t, q] for t, q in zip(table, query)]
+    from_query = np.r_[np.zeros(n_table, bool), np.ones(query[0].size, bool)]
+    out = np.full(query[0].size, -1, dtype=np.int64)
+    first: dict[tuple, int] = {}
+    for i in np.lexsort([from_query] + keys[::-1]).tolist():
+        key = tuple(int(k[i]) for k in keys)
+        if i < n_table:
+            first.setdefault(key, int(values[i]))
+        elif key in first:
+            out[i - n_table] = first[key]
+    return out
+
+
+def test_first_match_with_rank_and_start_packed_or_not():
+    """first_match joins rank and start into one int64 key where their ranges allow (one lexsort pass
+    fewer): duplicate table rows give the first one's value, missing rows -1, with starts near 2^61
+    (too far apart to pack) as with small ones."""
+    from overlapscope.analysis.critical_path import first_match
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        scale = [1, 10 ** 6, 2 ** 61][trial % 3]
+        rows = lambda n: [rng.integers(0, 4, n), rng.integers(0, 5, n) * max(scale // 4, 1) - scale // 8,
+                          rng.integers(0, 3, n)]
+        table, query = rows(int(rng.integers(0, 30))), rows(int(rng.integers(0, 30)))
+        values = rng.integers(0, 100, table[0].size)
+        assert first_match(query, table, values).tolist() == _first_match_by_lexsort(query, table, values).tolist()

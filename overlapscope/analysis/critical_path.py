@@ -77,7 +77,7 @@ def solve(graphs: Mapping[int, RankGraph], offsets: Mapping[int, int], window_st
     ranks = sorted(graphs)
     # one concat, then every per-rank shift as one repeat (a per-rank frame copy cost ~4 ms a rank)
     nodes = stacked_frames([graphs[r].nodes for r in ranks], union_categories=True)  # text as codes
-    edges = stacked_frames([graphs[r].edges for r in ranks])
+    edges = stacked_frames([graphs[r].edges for r in ranks], union_categories=True)
     sizes = np.array([len(graphs[r].nodes) for r in ranks], dtype=np.int64)
     node_off = np.cumsum(sizes) - sizes
     chains = np.zeros(len(ranks), dtype=np.int64)  # each rank's chain count: its largest chain id + 1
@@ -144,7 +144,7 @@ def first_match(query: list[np.ndarray], table: list[np.ndarray], values: np.nda
     -1 where none: an inner merge with the table's duplicate keys dropped (the first kept), by one
     lexsort of both (the pandas merge of 1,024 ranks' comm nodes cost 0.15 s)."""
     n_table = table[0].size
-    keys = [np.r_[t, q] for t, q in zip(table, query)]
+    keys = _packed([np.r_[t, q] for t, q in zip(table, query)])
     from_query = np.r_[np.zeros(n_table, bool), np.ones(query[0].size, bool)]
     order = np.lexsort([from_query] + keys[::-1])  # by the keys, then the table's rows first, stable
     new = np.zeros(order.size, bool)  # where a key group starts
@@ -158,6 +158,20 @@ def first_match(query: list[np.ndarray], table: list[np.ndarray], values: np.nda
     out = np.full(query[0].size, -1, dtype=np.int64)
     out[order[asked][found] - n_table] = values[group_first[asked][found]]
     return out
+
+
+def _packed(keys: list[np.ndarray]) -> list[np.ndarray]:
+    """The keys with the first two joined into one int64 (first - its least) x span of the second +
+    (second - its least), which orders and compares as the pair does, where that fits: one lexsort
+    pass fewer (rank and start of 400k rows: ~15 ms)."""
+    if len(keys) < 2 or keys[0].size == 0:
+        return keys
+    a, b = keys[0].astype(np.int64), keys[1].astype(np.int64)
+    a_lo, b_lo = int(a.min()), int(b.min())
+    a_span, b_span = int(a.max()) - a_lo + 1, int(b.max()) - b_lo + 1
+    if a_span * b_span >= 2 ** 63:
+        return keys
+    return [(a - a_lo) * b_span + (b - b_lo), *keys[2:]]
 
 
 def spans(solved: Solved, y: np.ndarray | None = None) -> pd.DataFrame:
@@ -197,8 +211,9 @@ def _binding(solved: Solved) -> np.ndarray:
     if len(e):
         val = y[g.src] + g.lag
         ok = val == bound[g.dst]
-        # the priority of each distinct edge type once (a dict lookup per edge cost 0.1 s at 1,024 ranks)
-        codes, types = pd.factorize(e["type"].to_numpy()[ok], use_na_sentinel=False)
+        # the priority of each distinct edge type once (a dict lookup per edge cost 0.1 s at 1,024 ranks),
+        # from the column's codes where it is categorical (as the graphs' edges are)
+        codes, types = pd.factorize(e["type"].array[ok], use_na_sentinel=False)
         priority = np.array([_EDGE_PRIORITY.get(t, np.nan) for t in types], dtype=np.float64)[codes]
         dst, src = g.dst[ok], g.src[ok]
         by = np.lexsort((src, priority, dst))  # per destination the most binding type, then the lowest source

@@ -31,7 +31,6 @@ import pandas as pd
 from ..core import intervals as iv
 from .breakdown import launch_scopes
 from ..core.codes import codes_names, isin, per_name, shared_codes, text_categorical
-from ..core.frames import empty_frame
 
 NODE_COLUMNS = ("win", "step", "lane", "cls", "start_ns", "end_ns", "base_ns", "chain", "head", "g_ns", "u_ns",
                 "label", "collective", "group", "scope", "pass", "launch_lane")
@@ -44,7 +43,7 @@ class RankGraph(NamedTuple):
     nodes: pd.DataFrame
     """NODE_COLUMNS; sorted by chain, then start (the solver's order). Times in the rank's own clock."""
     edges: pd.DataFrame
-    """EDGE_COLUMNS: src, dst are positions in `nodes`; type lane, event, launch or gate."""
+    """EDGE_COLUMNS: src, dst are positions in `nodes`; type (categorical) lane, event, launch or gate."""
 
 
 def _pass_of(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
@@ -74,7 +73,7 @@ def rank_graph(events: pd.DataFrame, windows: pd.DataFrame, stream_waits: Mappin
     work, win = work[ok], win[ok]
     if work.size == 0:
         return RankGraph(_node_frame({c: _EMPTY.get(c, np.empty(0, np.int64)) for c in (*NODE_COLUMNS, "corr")}),
-                         empty_frame(EDGE_COLUMNS, {"type": object}))
+                         _edge_frame(*(np.empty(0, np.int64),) * 3, np.empty(0, dtype=object)))
     kind_codes, kind_names = codes_names(kind)
     cls = np.array([_CLASS.get(k, "") for k in kind_names], dtype=object)[kind_codes[work]]
     lane_codes, lane_names = codes_names(events["lane"])
@@ -200,8 +199,7 @@ def _edges_and_lags(nodes: dict[str, np.ndarray], wins_s: np.ndarray,
     assert (u >= 0).all(), "a node starts before one of its constraints"
     derived = {"base_ns": base, "chain": (np.cumsum(head) - 1).astype(np.int64), "head": head, "g_ns": g, "u_ns": u}
     columns = {**nodes, **derived}
-    return RankGraph(_node_frame(columns),
-                     pd.DataFrame({"src": e_src, "dst": e_dst, "lag_ns": e_lag, "type": pd.Series(e_type, dtype=object)}))
+    return RankGraph(_node_frame(columns), _edge_frame(e_src, e_dst, e_lag, e_type))
 
 
 def _node_frame(columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
@@ -210,6 +208,12 @@ def _node_frame(columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
     rows of text per column cost ~0.1-0.3 s. Every graph, empty or not, is built here, so that all
     ranks' frames have one block layout."""
     return pd.DataFrame({c: text_categorical(columns[c]) if c in _TEXT else columns[c] for c in (*NODE_COLUMNS, "corr")})
+
+
+def _edge_frame(src: np.ndarray, dst: np.ndarray, lag: np.ndarray, etype: np.ndarray) -> pd.DataFrame:
+    """EDGE_COLUMNS, the type a categorical of the rank's few types (joined by codes over ranks, as the
+    nodes' text; the critical path reads each type's priority once per category)."""
+    return pd.DataFrame({"src": src, "dst": dst, "lag_ns": lag, "type": text_categorical(etype)})
 
 
 _EMPTY = {**{c: np.empty(0, dtype=object) for c in _TEXT}, "head": np.empty(0, bool)}
