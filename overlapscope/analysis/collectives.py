@@ -136,9 +136,11 @@ def collectives_of_ranks(comm: Mapping[int, pd.DataFrame], uncovered: Mapping[in
     timed = wait_transfer_time(rows[list(_TIMED_COLUMNS)].assign(
         start_ns=rows["recorded_start_ns"], end_ns=rows["recorded_end_ns"]), uncovered,
         owned_intervals(windows or {}))
-    out = rows.sort_values(["instance_start_ns", "instance", "rank"], kind="stable")
+    # the output's columns only, in (instance start, instance, rank) order: one take of those, not of
+    # every working column (stream keys, recorded times...) and a selection after
+    order = np.lexsort([rows[c].to_numpy() for c in ("rank", "instance", "instance_start_ns")])
+    out = rows[list(COLLECTIVE_COLUMNS)].take(order).reset_index(drop=True)
     out["instance"] = pd.factorize(out["instance"])[0].astype(np.int64)
-    out = out[list(COLLECTIVE_COLUMNS)].reset_index(drop=True)
     strag = stragglers(out)
     unmatched = _unmatched_counts(matched.unmatched)
     notes = diagnose(out, timed, strag, unmatched, matched.clock.unaligned, len(comm))
