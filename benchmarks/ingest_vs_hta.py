@@ -281,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.shape or args.tile:
         if not TILE.is_file():
             raise SystemExit(f"benchmark: tiling needs {TILE}")
+        if args.workdir:
+            Path(args.workdir).mkdir(parents=True, exist_ok=True)  # a --workdir not made yet is made
         work = Path(tempfile.mkdtemp(prefix="overlapscope-bench-", dir=args.workdir))
         jobs = ([(name, *SHAPES[name]) for name in args.shape] if args.shape
                 else [(None, args.trace, args.tile, n) for n in args.ranks])
