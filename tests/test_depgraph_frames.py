@@ -35,6 +35,7 @@ def test_nodes_of_ranks_with_and_without_work_join_by_codes():
     assert [len(n) for n in nodes] == [3, 2, 0]
     assert all(list(n.columns) == [*NODE_COLUMNS, "corr"] for n in nodes)
     assert all(isinstance(n[c].dtype, pd.CategoricalDtype) for n in nodes for c in TEXT)
+    assert all(len({id(n[c].dtype) for c in TEXT}) == 1 for n in nodes)  # one dtype for a rank's 8 columns
     assert _layout(nodes[0]) == _layout(nodes[1]) == _layout(nodes[2])  # an empty graph too
     assert _joined_blocks(nodes, union_categories=True) is not None  # block by block, no pd.concat
     joined = stacked_frames(nodes, union_categories=True)

@@ -173,6 +173,23 @@ def test_united_categories_join_each_ranks_codes():
     assert got.index.equals(want.index) and got.columns.equals(want.columns)
 
 
+def test_united_categories_read_a_shared_dtype_once():
+    """Columns of one frame that share a dtype object (a rank graph's text) are united alike whether
+    their categories are read per column or once per dtype (names_of), and read once with it."""
+    from overlapscope.core.codes import text_categoricals
+    from overlapscope.core.frames import united_categoricals
+    ranks = [text_categoricals([np.array(a, dtype=object), np.array(b, dtype=object)])
+             for a, b in ((["x", "y"], ["", "x"]), (["z"], ["z"]), ([], []))]
+    assert all(lane.dtype is label.dtype for lane, label in ranks)
+    names_of: dict = {}
+    for column in (0, 1):
+        parts = [rank[column] for rank in ranks]
+        alone, shared = united_categoricals(parts), united_categoricals(parts, names_of)
+        assert alone.tolist() == shared.tolist() == [v for p in parts for v in p.tolist()]
+        assert alone.categories.tolist() == shared.categories.tolist() == ["x", "y", "", "z"]
+    assert len(names_of) == len(ranks)  # one read per rank, not per column
+
+
 def test_united_categories_where_the_frames_go_to_pd_concat():
     """Frames whose block layouts differ go to pd.concat; their categorical columns are then united
     all the same (by the frames' columns); an ordered categorical is never united (pd.concat's)."""

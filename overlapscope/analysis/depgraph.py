@@ -30,13 +30,14 @@ import pandas as pd
 
 from ..core import intervals as iv
 from .breakdown import launch_scopes
-from ..core.codes import codes_names, isin, per_name, shared_codes, text_categorical
+from ..core.codes import codes_names, isin, per_name, shared_codes, text_categorical, text_categoricals
 
 NODE_COLUMNS = ("win", "step", "lane", "cls", "start_ns", "end_ns", "base_ns", "chain", "head", "g_ns", "u_ns",
                 "label", "collective", "group", "scope", "pass", "launch_lane")
 EDGE_COLUMNS = ("src", "dst", "lag_ns", "type")
 _CLASS = {"compute": "compute", "comm": "comm", "memcpy": "copy", "memset": "copy"}
 _TEXT = {"lane", "cls", "label", "collective", "group", "scope", "pass", "launch_lane"}
+_TEXT_ORDER = tuple(c for c in NODE_COLUMNS if c in _TEXT)
 
 
 class RankGraph(NamedTuple):
@@ -203,11 +204,13 @@ def _edges_and_lags(nodes: dict[str, np.ndarray], wins_s: np.ndarray,
 
 
 def _node_frame(columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
-    """NODE_COLUMNS and corr, the text columns as categoricals of the rank's few names: the reduce
-    joins 1,024 ranks' nodes by their codes (stacked_frames' union_categories), where joining 400k
-    rows of text per column cost ~0.1-0.3 s. Every graph, empty or not, is built here, so that all
-    ranks' frames have one block layout."""
-    return pd.DataFrame({c: text_categorical(columns[c]) if c in _TEXT else columns[c] for c in (*NODE_COLUMNS, "corr")})
+    """NODE_COLUMNS and corr, the text columns as categoricals of the rank's few names (one dtype shared
+    by the 8: the reduce reads a rank's names once): the reduce joins 1,024 ranks' nodes by their
+    codes (stacked_frames' union_categories), where joining 400k rows of text per column cost
+    ~0.1-0.3 s. Every graph, empty or not, is built here, so that all ranks' frames have one block
+    layout."""
+    text = dict(zip(_TEXT_ORDER, text_categoricals([columns[c] for c in _TEXT_ORDER])))  # one dtype for all 8
+    return pd.DataFrame({c: text[c] if c in _TEXT else columns[c] for c in (*NODE_COLUMNS, "corr")})
 
 
 def _edge_frame(src: np.ndarray, dst: np.ndarray, lag: np.ndarray, etype: np.ndarray) -> pd.DataFrame:
