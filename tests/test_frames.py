@@ -224,3 +224,21 @@ def test_shared_labels_are_one_index_per_schema():
     back = pickle.loads(pickle.dumps(frames))
     assert len({id(f.columns) for f in back}) == 1
     pd.testing.assert_frame_equal(stacked_frames(back), want, check_exact=True)
+
+
+def test_empty_results_are_one_shared_frame_checked_once():
+    """shared_result: empty frames of one schema (labels, block dtypes and layout, index) become one
+    frame object; a frame with rows, or an empty one of another schema or index name, stays its own.
+    Frames repeated in a stack are checked once and joined as pd.concat joins them."""
+    from overlapscope.core.frames import shared_result
+    empties = [shared_result(_rank_frame(rank, 0)) for rank in range(4)]
+    assert all(e is empties[0] for e in empties)
+    full = shared_result(_rank_frame(7, 3))
+    assert len(full) == 3 and full is not empties[0] and full.columns is empties[0].columns
+    named = _rank_frame(8, 0)
+    named.index.name = "step"
+    other = _rank_frame(9, 0).astype({"ns": np.float64})
+    assert shared_result(named) is not empties[0] and shared_result(other) is not empties[0]
+    frames = [empties[0], full, empties[1], full, empties[2]]
+    got = _same_as_concat(frames, block_by_block=True)
+    assert len(got) == 6 and got["name"].tolist() == ["r7k0", "r7k1", "r7k2"] * 2

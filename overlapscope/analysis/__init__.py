@@ -11,7 +11,7 @@ from .ring import RING_LABEL, ring_attention_part, ring_steps
 from .breakdown import exposed_by_key_and_step, exposed_by_key_of_intervals, exposed_by_label_pass, launch_scopes
 from .costmodel import CostConfig
 from ..core.codes import as_str, isin
-from ..core.frames import built_once, stacked_frames, with_shared_labels
+from ..core.frames import built_once, shared_result, stacked_frames, with_shared_labels
 from .comm_classes import comm_classes
 from .crossrank import cross_rank_sections, rank_parts
 from .depgraph import rank_graph
@@ -64,11 +64,12 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     out["ring_parts"] = ring_attention_part(ev, windows, scopes, sets=sets)
     out["moe_passes"] = exposed_by_label_pass(ev, windows, scopes, a2a.MOE_LABEL, sets=sets)
     out["ring_passes"] = exposed_by_label_pass(ev, windows, scopes, RING_LABEL, sets=sets)
-    # every rank's frames of one schema share their labels' Index: the reduce compares it once per batch
-    for frame in (*out.values(), *out["cross_rank"].values(), *out["graph"]):
-        if isinstance(frame, pd.DataFrame):
-            with_shared_labels(frame)
-    return out
+    # every rank's frames of one schema share their labels' Index, and an empty one is one shared frame:
+    # the reduce checks each once per batch, not once per rank
+    out["cross_rank"] = {k: shared_result(v) if isinstance(v, pd.DataFrame) else v for k, v in out["cross_rank"].items()}
+    for frame in out["graph"]:
+        with_shared_labels(frame)
+    return {k: shared_result(v) if isinstance(v, pd.DataFrame) else v for k, v in out.items()}
 
 
 def _by_key_steps(per_step: dict[str, pd.DataFrame]) -> pd.DataFrame:
