@@ -132,7 +132,7 @@ def _in_tree(tree: Path, tmp: str, what: str, *args: str) -> dict:
     fell through to the installed one), ends the benchmark in one line naming tree."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run([sys.executable, __file__, *args], env=env, cwd=tmp, capture_output=True, text=True)
-    if done.returncode != 0:  # e.g. a checkout whose combine cannot read these per-rank results
+    if done.returncode != 0:  # a checkout whose map or combine fails
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise SystemExit(f"reduce_scale.py: the {what} with {tree}'s code failed: {last}")
     got = json.loads(done.stdout.strip().splitlines()[-1])

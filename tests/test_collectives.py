@@ -289,3 +289,21 @@ def test_bandwidth_group_size_from_the_group_else_the_ranks_that_ran_it():
     # busbw = S / t x 2(n-1)/n for all_reduce (nccl-tests); no transfer: NaN
     assert rows["busbw_gbps"].tolist()[:4] == [4.0, 4.0, 8 / 4 * 1.5, 8 / 2 * 1.5]
     assert np.isnan(rows["busbw_gbps"].iloc[4])
+
+
+def test_instance_ids_number_key_and_label_pairs_as_ngroup_does():
+    """matching._instance_ids: (key, label) pairs numbered in order of first appearance, as
+    groupby(sort=False, dropna=False).ngroup() numbers them - by packed int64 codes where the pair fits
+    (labels a few apart), by pandas' grouping where it does not (labels 2^61 apart); a missing key is
+    a key of its own on both paths."""
+    from overlapscope.analysis.matching import _instance_ids
+
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        n = int(rng.integers(1, 40))
+        keys = rng.choice(np.array(["0|all_reduce|", "0|p2p|0->1", "1|broadcast|", None], dtype=object), n)
+        label = rng.integers(0, 5, n) * (2 ** 61 if trial % 2 else 1) - (trial % 3)
+        m = pd.DataFrame({"key": pd.array(keys, dtype="str"), "label": label})
+        want = m.groupby(["key", "label"], sort=False, dropna=False).ngroup().to_numpy(np.int64)
+        assert _instance_ids(m).tolist() == want.tolist(), trial
+    assert _instance_ids(pd.DataFrame({"key": pd.array([], dtype="str"), "label": np.empty(0, np.int64)})).size == 0

@@ -319,6 +319,28 @@ def test_a_layer_s_frontier_is_every_entry_computed_by_then_and_read_after(seed,
             assert (np.diff(comp) >= 0).all() and np.array_equal(starts, firsts)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_least_headroom_from_each_position_is_over_the_rest_of_its_component(seed):
+    """Cuts.room_after, by the definition: along the nodes ordered by (component, layer), the least
+    headroom x - u - base from each position to the last of its component, the headroom clipped to
+    +-2^61 (starts 2^62 too early give -2^61 everywhere)."""
+    import overlapscope.analysis.uniform_shift as us
+
+    rng = np.random.default_rng(900 + seed)
+    graph = synced_graph(rng) if seed % 2 else random_graph(rng)
+    plan = Plan.of(graph)
+    x0, y0 = full_forward(graph)
+    for shift in (0, -(2 ** 62)):
+        cuts = us.Cuts.of(graph, plan, x0 + shift, y0)
+        key = cuts.comp * (cuts.layers + 1) + cuts.x_layer
+        by = np.argsort(key, kind="stable")
+        assert np.array_equal(key[by], cuts.room_key)
+        room = np.clip(x0 + shift - graph.u - graph.base, -(2 ** 61), 2 ** 61)[by].tolist()
+        comp = cuts.comp[by].tolist()
+        want = [min(r for r, c in zip(room[i:], comp[i:]) if c == comp[i]) for i in range(len(room))]
+        assert cuts.room_after.tolist() == want
+
+
 def _oracle_step_max(y: np.ndarray, step_of: np.ndarray, steps: int, wstart: np.ndarray) -> np.ndarray:
     out = np.full(steps, -(2 ** 62), np.int64)
     for s in range(steps):

@@ -30,7 +30,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from .breakdown import launch_scopes
-from ..core.codes import codes_names, isin, per_name, shared_codes, text_categorical, text_categoricals
+from ..core.codes import codes_names, isin, per_name, shared_codes, text_categoricals
 
 NODE_COLUMNS = ("win", "step", "lane", "cls", "start_ns", "end_ns", "base_ns", "chain", "head", "g_ns", "u_ns",
                 "label", "collective", "group", "scope", "pass", "launch_lane")
@@ -216,7 +216,7 @@ def _node_frame(columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
 def _edge_frame(src: np.ndarray, dst: np.ndarray, lag: np.ndarray, etype: np.ndarray) -> pd.DataFrame:
     """EDGE_COLUMNS, the type a categorical of the rank's few types (joined by codes over ranks, as the
     nodes' text; the critical path reads each type's priority once per category)."""
-    return pd.DataFrame({"src": src, "dst": dst, "lag_ns": lag, "type": text_categorical(etype)})
+    return pd.DataFrame({"src": src, "dst": dst, "lag_ns": lag, "type": text_categoricals([etype])[0]})
 
 
 _EMPTY = {**{c: np.empty(0, dtype=object) for c in _TEXT}, "head": np.empty(0, bool)}

@@ -259,15 +259,16 @@ def _instances(comm: pd.DataFrame) -> pd.DataFrame:
 
 
 def _instance_ids(m: pd.DataFrame) -> np.ndarray:
-    """Each row's (key, label) pair numbered in order of first appearance (groupby(sort=False).ngroup()):
-    one factorize of the keys and one of the pairs as int64 (a third of the grouping's time)."""
+    """Each row's (key, label) pair numbered in order of first appearance (groupby(sort=False,
+    dropna=False).ngroup(): a missing key, which stream_keys never makes, is a key of its own): one
+    factorize of the keys and one of the pairs as int64 (a third of the grouping's time)."""
     if m.empty:
         return np.empty(0, np.int64)
-    keys, names = pd.factorize(m["key"])
+    keys, names = pd.factorize(m["key"], use_na_sentinel=False)
     label = m["label"].to_numpy(np.int64)
     lo, span = int(label.min()), int(label.max()) - int(label.min()) + 1
-    if len(names) * span >= 2 ** 62 or (keys < 0).any():  # no int64 pair, or a missing key: pandas' grouping
-        return m.groupby(["key", "label"], sort=False).ngroup().to_numpy(np.int64)
+    if len(names) * span >= 2 ** 62:  # the pair would not fit an int64: pandas' grouping
+        return m.groupby(["key", "label"], sort=False, dropna=False).ngroup().to_numpy(np.int64)
     return pd.factorize(keys.astype(np.int64) * span + (label - lo))[0].astype(np.int64)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import intervals as iv
+from ..core.frames import owned_intervals
 
 KEYS = ("group", "collective", "op")
 WAIT_TRANSFER_COLUMNS = ("rank", *KEYS, "collectives", "wait_ns", "transfer_ns", "exposed_wait_ns",
@@ -37,8 +38,8 @@ def wait_transfer_time(rows: pd.DataFrame, uncovered: Mapping[int, pd.DataFrame]
     group_rank = labels.index.get_level_values(0).to_numpy(np.int64) if n else np.empty(0, np.int64)
     start, split, end = (rows[c].to_numpy(np.int64) for c in ("start_ns", "split_ns", "end_ns"))
     # each key's rank's uncovered time and step windows, repeated per key (keys per rank are few)
-    uncovered = uncovered if isinstance(uncovered, iv.OwnedIntervals) else iv.OwnedIntervals.of(uncovered)
-    windows = windows if isinstance(windows, iv.OwnedIntervals) else iv.OwnedIntervals.of(windows or {})
+    uncovered = uncovered if isinstance(uncovered, iv.OwnedIntervals) else owned_intervals(uncovered)
+    windows = windows if isinstance(windows, iv.OwnedIntervals) else owned_intervals(windows or {})
     gap_s, gap_e, gap_at = uncovered.rows_of(group_rank)
     clipped = windows.held(group_rank)
     win_s, win_e, win_at = windows.rows_of(group_rank[clipped])

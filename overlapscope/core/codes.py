@@ -104,19 +104,11 @@ def str_codes(column: pd.Series | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.intp), names
 
 
-def text_categorical(values: np.ndarray) -> pd.Categorical:
-    """An object array of str as a Categorical of its distinct values (object categories, in order of
-    first appearance; a missing value stays missing): a per-rank result's text column that the
-    reduce joins over ranks as codes (frames.united_categoricals), not as one string per row."""
-    codes, names = pd.factorize(values)
-    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(pd.Index(names, dtype=object)), validate=False)
-
-
 def text_categoricals(columns: list[np.ndarray]) -> list[pd.Categorical]:
-    """Several object arrays of str as Categoricals that share one dtype: the columns' distinct values
-    together (object categories, in order of first appearance, column by column). A rank's graph
-    codes its 8 text columns this way, and the reduce reads each rank's categories once, not once
-    per column (frames.united_categoricals' names_of)."""
+    """Object arrays of str as Categoricals that share one dtype: the columns' distinct values together
+    (object categories, in order of first appearance, column by column; a missing value stays
+    missing). A rank graph's text columns are coded so, and the reduce joins them over ranks as codes
+    (frames.united_categoricals), reading each rank's categories once, not once per column."""
     sizes = np.cumsum([len(c) for c in columns])[:-1]
     codes, names = pd.factorize(np.concatenate(columns) if columns else np.empty(0, dtype=object))
     dtype = pd.CategoricalDtype(pd.Index(names, dtype=object))
