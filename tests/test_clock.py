@@ -7,7 +7,8 @@ from hypothesis import given, settings, strategies as st
 
 from crossrank_tables import MS, US
 from clock_reference import reference_offsets
-from overlapscope.analysis.clock import estimate_offsets, most_feasible
+from overlapscope.analysis import clock
+from overlapscope.analysis.clock import EndsLists, EndsMatrix, ends_store, estimate_offsets, most_feasible
 
 
 def ends(rows: list[tuple[int, int, int]]) -> pd.DataFrame:
@@ -114,3 +115,42 @@ def test_most_feasible_is_the_nearest_deepest_point(intervals, target):
     deepest = points[depth == depth.max()]
     want = min(deepest.tolist(), key=lambda p: (abs(p - target), p))
     assert most_feasible(lo.astype(np.float64), hi.astype(np.float64), float(target)) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 5), st.integers(-10**17, 10**17)), max_size=9), max_size=30),
+       st.integers(1, 4))
+def test_matrix_of_ends_keeps_the_middle_values_sorted_lists_do(batches, cap):
+    """EndsMatrix against EndsLists: after each batch of inserts (an instance may repeat in a batch,
+    as a rank with two rows in one collective does), the two middle values of every instance that
+    holds one. Small buffers merge often; values far apart and equal ones both occur."""
+    counts = np.full(6, sum(len(b) for b in batches) + 1, np.int64)
+    matrix, lists = EndsMatrix(counts, cap), EndsLists(6)
+    for batch in batches:
+        at = np.array([i for i, _ in batch], np.int64)
+        values = np.array([v for _, v in batch], np.int64)
+        matrix.insert(at, values, distinct=len(set(at.tolist())) == at.size)
+        lists.insert(at, values)
+        held = np.array([i for i in range(6) if lists.lists[i]], np.int64)
+        for mine, theirs in zip(matrix.middle(held), lists.middle(held)):
+            assert mine.tolist() == theirs.tolist()
+
+
+def test_sizes_the_matrix_would_not_hold_go_to_sorted_lists():
+    even = np.full(200, 1024, np.int64)
+    ends = np.zeros(2, np.int64)
+    assert isinstance(ends_store(even, ends, ends), EndsMatrix)
+    lopsided = np.r_[100_000, np.full(10_000, 2)].astype(np.int64)  # one huge instance, many pairs
+    assert isinstance(ends_store(lopsided, ends, ends), EndsLists)
+    far = np.array([0, 1 << 61], np.int64)  # aligned values could reach the sentinels
+    assert isinstance(ends_store(even, far, ends), EndsLists)
+
+
+def test_solve_with_sorted_lists_equals_the_recomputing_one(monkeypatch):
+    monkeypatch.setattr(clock, "MATRIX_CELLS_PER_ROW", -10**12)  # every size to EndsLists
+    rng = np.random.default_rng(11)
+    rows = [(i, r, 10**18 + i * MS + int(rng.integers(0, 5 * MS)), int(rng.integers(1 * US, 300 * US)))
+            for i in range(20) for r in range(12) if (i * r) % 7 != 3]
+    rows += [(4, 5, 10**18 + 4 * MS + 7 * US, 2 * US)]  # a second row of rank 5 in instance 4
+    frame = pd.DataFrame([(i, r, e, e - d) for i, r, e, d in rows], columns=["instance", "rank", "end_ns", "start_ns"])
+    assert estimate_offsets(frame) == reference_offsets(frame)
