@@ -71,6 +71,22 @@ def test_stacked_frames_is_pd_concat():
     _same_as_concat(frames[:1], block_by_block=True)
 
 
+def test_blocks_placed_at_scattered_columns_join_block_by_block():
+    """A block whose columns are no slice (int64 at 0, 2, 3 around a str column) is compared by its
+    positions, and joins block by block; one whose blocks come in another order goes to pd.concat."""
+    def frame(rank: int) -> pd.DataFrame:
+        return pd.DataFrame({"a": np.arange(3) + rank, "s": pd.array(["x", "y", str(rank)], dtype="str"),
+                             "b": np.arange(3) * rank, "c": np.full(3, rank)})
+    blocks = frame(0)._mgr.blocks
+    assert any(not isinstance(b.mgr_locs.indexer, slice) for b in blocks)
+    _same_as_concat([frame(r) for r in range(5)], block_by_block=True)
+    reordered = frame(2)
+    reordered._mgr.blocks = reordered._mgr.blocks[::-1]  # the same columns, the str block first
+    reordered._mgr._rebuild_blknos_and_blklocs()
+    assert reordered["s"].tolist() == ["x", "y", "2"]
+    _same_as_concat([frame(0), reordered, frame(1)], block_by_block=False)
+
+
 def test_stacked_frames_falls_back_where_frames_differ():
     """Frames pd.concat must align: other column orders, missing columns, other dtypes, other
     categories, another block layout (an unconsolidated frame), duplicate names, no columns."""
