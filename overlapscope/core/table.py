@@ -21,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from .codes import categorical_dtype
 from .roles import DEFAULT_STEP_PATTERN, annotation_roles
 
 KINDS = ("compute", "comm", "memcpy", "memset", "sync", "cpu_op", "annotation")
@@ -109,7 +110,9 @@ def coded_categorical(codes: np.ndarray, uniques: Sequence[str]) -> pd.Categoric
     order = np.argsort(present, kind="stable")  # Python str order: the order pandas sorts them in
     renumber = np.empty(uniques.size, dtype=np.int64)
     renumber[used[order]] = np.arange(used.size)
-    return pd.Categorical.from_codes(renumber[codes], categories=present[order])
+    return pd.Categorical.from_codes(renumber[codes], dtype=categorical_dtype(present[order].tolist()),
+                                     validate=False)  # codes renumbered into range above
+
 
 
 def empty_table(rank: int) -> pd.DataFrame:
