@@ -5,11 +5,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from kineto_builder import KinetoTrace
 from overlapscope.analysis.all_to_all import all_to_all_rows
 from overlapscope.analysis.matching import comm_rows
-from overlapscope.core.frames import _joined_blocks, built_once, empty_frame, stacked_frames
+from overlapscope.core.frames import _joined_blocks, built_once, empty_frame, frame_of, stacked_frames
 from overlapscope.ingest.kineto import read_kineto
 
 
@@ -258,3 +259,33 @@ def test_empty_results_are_one_shared_frame_checked_once():
     frames = [empties[0], full, empties[1], full, empties[2]]
     got = _same_as_concat(frames, block_by_block=True)
     assert len(got) == 6 and got["name"].tolist() == ["r7k0", "r7k1", "r7k2"] * 2
+
+
+def test_frame_of_is_pd_dataframe():
+    """frame_of(d) equals pd.DataFrame(d) exactly (values, dtypes, labels, index, block layout) for
+    NumPy numbers, bools and categoricals, empty too; anything else is pd.DataFrame's own frame; the
+    columns are copies, as pd.DataFrame makes them."""
+    rng = np.random.default_rng(3)
+    for rows in (0, 1, 7):
+        data = {"step": np.arange(rows, dtype=np.int32), "start_ns": rng.integers(0, 1 << 62, rows),
+                "pct": rng.random(rows), "ok": rng.random(rows) > 0.5, "end_ns": rng.integers(0, 9, rows),
+                "type": pd.Categorical(rng.choice(["lane", "gate"], rows), ["gate", "lane"]), "u8": np.ones(rows, np.uint8)}
+        got, want = frame_of(data), pd.DataFrame(data)
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
+        assert got.columns.equals(want.columns) and got.columns.dtype == want.columns.dtype
+        assert [(b.dtype, b.mgr_locs.as_array.tolist()) for b in got._mgr.blocks] == \
+            [(b.dtype, b.mgr_locs.as_array.tolist()) for b in want._mgr.blocks]
+        if rows:
+            data["start_ns"][0] = -1
+            assert got["start_ns"].iloc[0] != -1
+    others = [{"name": np.array(["a", "b"], dtype=object), "n": np.arange(2)},  # text: pandas infers str
+              {"n": np.arange(2), "m": np.arange(3)}, {"when": np.array([1, 2], "datetime64[ns]")},
+              {"n": [1, 2]}, {"n": 1}, {}, {1: np.arange(2)}]
+    for data in others:
+        try:
+            want = pd.DataFrame(data)
+        except ValueError:  # arrays of other lengths, a scalar without an index: pandas' own error
+            with pytest.raises(ValueError):
+                frame_of(data)
+            continue
+        pd.testing.assert_frame_equal(frame_of(data), want, check_exact=True)

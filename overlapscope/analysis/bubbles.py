@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.codes import isin, per_name, shared_codes
-from ..core.frames import empty_frame, stacked_frames
+from ..core.frames import empty_frame, frame_of, stacked_frames
 from ..core.roles import microbatch_label
 from .overlap import lane_sets
 
@@ -130,7 +130,7 @@ def stage_bubbles(events: pd.DataFrame, windows: pd.DataFrame, *, sets: dict[str
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = np.where(window_ns > 0, 100.0 * bubble_ns / window_ns, np.nan)
     rank = int(events["rank"].iloc[0]) if len(events) else -1
-    return pd.DataFrame({"rank": np.full(len(windows), rank, np.int64), "step": windows["step"].to_numpy(np.int64),
+    return frame_of({"rank": np.full(len(windows), rank, np.int64), "step": windows["step"].to_numpy(np.int64),
                          "window_ns": window_ns, "compute_ns": compute_ns, "bubble_ns": bubble_ns, "bubble_pct": pct})
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import intervals as iv
-from ..core.frames import empty_frame, owned_intervals, stacked_frames
+from ..core.frames import empty_frame, frame_of, owned_intervals, stacked_frames
 from .groups import infer_groups
 from .matching import P2P, MatchConfig, comm_rows, match_collectives, on_device
 from .overlap import lane_sets
@@ -101,7 +101,7 @@ def uncovered_set(events: pd.DataFrame, windows: pd.DataFrame | None, *,
     else:
         inside = iv.empty()
     out = iv.difference(inside, compute)
-    return pd.DataFrame({"start_ns": out.starts, "end_ns": out.ends})
+    return frame_of({"start_ns": out.starts, "end_ns": out.ends})
 
 
 def collectives_of_ranks(comm: Mapping[int, pd.DataFrame], uncovered: Mapping[int, pd.DataFrame], *,

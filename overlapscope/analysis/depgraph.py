@@ -28,6 +28,7 @@ from typing import Mapping, NamedTuple
 import numpy as np
 import pandas as pd
 
+from ..core.frames import frame_of
 from ..core import intervals as iv
 from .breakdown import launch_scopes
 from ..core.codes import codes_names, isin, per_name, shared_codes, text_categoricals
@@ -210,13 +211,13 @@ def _node_frame(columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
     ~0.1-0.3 s. Every graph, empty or not, is built here, so that all ranks' frames have one block
     layout."""
     text = dict(zip(_TEXT_ORDER, text_categoricals([columns[c] for c in _TEXT_ORDER])))  # one dtype for all 8
-    return pd.DataFrame({c: text[c] if c in _TEXT else columns[c] for c in (*NODE_COLUMNS, "corr")})
+    return frame_of({c: text[c] if c in _TEXT else columns[c] for c in (*NODE_COLUMNS, "corr")})
 
 
 def _edge_frame(src: np.ndarray, dst: np.ndarray, lag: np.ndarray, etype: np.ndarray) -> pd.DataFrame:
     """EDGE_COLUMNS, the type a categorical of the rank's few types (joined by codes over ranks, as the
     nodes' text; the critical path reads each type's priority once per category)."""
-    return pd.DataFrame({"src": src, "dst": dst, "lag_ns": lag, "type": text_categoricals([etype])[0]})
+    return frame_of({"src": src, "dst": dst, "lag_ns": lag, "type": text_categoricals([etype])[0]})
 
 
 _EMPTY = {**{c: np.empty(0, dtype=object) for c in _TEXT}, "head": np.empty(0, bool)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..core.frames import frame_of
 from ..core import intervals as iv
 from ..core.codes import isin
 from .result import OVERLAP_COLUMNS
@@ -46,7 +47,7 @@ def overlap_by_step(events: pd.DataFrame, windows: pd.DataFrame, *,
     def total(mask: np.ndarray) -> np.ndarray:
         return iv.sum_by_window(seg, mask, n)
 
-    out = pd.DataFrame({
+    out = frame_of({
         "step": windows["step"].to_numpy(np.int32),
         "window_start_ns": wins.starts,
         "window_end_ns": wins.ends,

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
+from ..core.frames import frame_of
 from ..core.table import RankTrace
 from ..core.codes import isin
 
@@ -18,7 +19,7 @@ WORK_KINDS = ("compute", "comm", "memcpy", "memset")
 
 
 def _frame(steps, starts, ends) -> pd.DataFrame:
-    return pd.DataFrame({
+    return frame_of({
         "step": np.asarray(steps, dtype=np.int32),
         "start_ns": np.asarray(starts, dtype=np.int64),
         "end_ns": np.asarray(ends, dtype=np.int64),

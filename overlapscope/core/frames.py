@@ -48,6 +48,47 @@ def built_once(key: str, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
     return frame.copy()
 
 
+_NAMES: dict[tuple, pd.Index] = {}
+
+
+def frame_of(data: Mapping[str, Any]) -> pd.DataFrame:
+    """pd.DataFrame(data) where every column is a 1-D NumPy array of numbers or bools, or a
+    pd.Categorical, all of one length: built from its blocks (one per NumPy dtype, one per
+    categorical) with a labels Index kept per distinct list of names, ~15 us against pandas'
+    ~130 us for a dict of three arrays (a tiny rank builds ~10 such frames). Anything else (text,
+    objects, lists, scalars, datetimes, other lengths, a pandas without these internals) is
+    pd.DataFrame(data) itself. Columns are copied, as pd.DataFrame copies a dict's arrays."""
+    names = tuple(data)
+    arrays = list(data.values())
+    if not names or not all(isinstance(name, str) for name in names):
+        return pd.DataFrame(data)
+    by_dtype: dict[np.dtype, list[int]] = {}
+    extension = []
+    for at, array in enumerate(arrays):
+        if isinstance(array, np.ndarray) and array.ndim == 1 and array.dtype.kind in "biuf":
+            by_dtype.setdefault(array.dtype, []).append(at)
+        elif isinstance(array, pd.Categorical):
+            extension.append(at)
+        else:
+            return pd.DataFrame(data)
+    rows = len(arrays[0])
+    if any(len(array) != rows for array in arrays):
+        return pd.DataFrame(data)  # pandas' own error
+    try:
+        from pandas.api.internals import create_dataframe_from_blocks  # pandas 3 (pandas-dev/pandas#58197)
+    except ImportError:
+        return pd.DataFrame(data)
+    blocks = [(np.vstack([arrays[at] for at in where]), np.array(where, dtype=np.intp)) for where in by_dtype.values()]
+    blocks += [(arrays[at].copy(), np.array([at], dtype=np.intp)) for at in extension]
+    blocks.sort(key=lambda block: int(block[1][0]))  # pandas' order: by each block's first column
+    labels = _NAMES.get(names)
+    if labels is None:
+        if len(_NAMES) > 4096:  # bounded: any caller may come here
+            _NAMES.clear()
+        labels = _NAMES[names] = pd.DataFrame(dict.fromkeys(names, ())).columns  # pandas' own labels
+    return create_dataframe_from_blocks(blocks, index=pd.RangeIndex(rows), columns=labels)
+
+
 _LABELS: dict[tuple, pd.Index] = {}
 
 

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..core.frames import frame_of
 from ..core.roles import DEFAULT_STEP_PATTERN
 from ..errors import OverlapscopeError
 
@@ -37,9 +38,9 @@ def step_ranges(names: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray,
     number = np.array([int(m.group(1)) if (m := _NUMBER.search(u)) else -1 for u in uniq])
     sel = match[inverse]
     if not sel.any():
-        return pd.DataFrame({"step": np.array([], np.int32), "start_ns": np.array([], np.int64),
+        return frame_of({"step": np.array([], np.int32), "start_ns": np.array([], np.int64),
                              "end_ns": np.array([], np.int64)})
-    steps = pd.DataFrame({
+    steps = frame_of({
         "step": number[inverse][sel].astype(np.int32),
         "start_ns": np.asarray(start_ns, dtype=np.int64)[sel],
         "end_ns": np.asarray(end_ns, dtype=np.int64)[sel],
@@ -62,7 +63,7 @@ def resolved_steps(steps: pd.DataFrame, source: str = "") -> pd.DataFrame:
     number = steps["step"].to_numpy()
     start, end = steps["start_ns"].to_numpy(np.int64), steps["end_ns"].to_numpy(np.int64)
     if number.size == 0:
-        return pd.DataFrame({"step": number.astype(np.int32), "start_ns": start, "end_ns": end})
+        return frame_of({"step": number.astype(np.int32), "start_ns": start, "end_ns": end})
     order = np.lexsort((start, number))  # stable: by step, then start
     number, start, end = number[order], start[order], end[order]
     reach = _cummax_by_group(number, end)  # latest end so far in the step
@@ -96,7 +97,7 @@ def resolved_steps(steps: pd.DataFrame, source: str = "") -> pd.DataFrame:
                     int(cut.sum()), "s" if cut.sum() > 1 else "", "" if cut.sum() > 1 else "s")
         e = e.copy()
         e[:-1][cut[:-1]] = s[1:][cut[:-1]]
-    return pd.DataFrame({"step": m_step.astype(np.int32), "start_ns": s, "end_ns": e})
+    return frame_of({"step": m_step.astype(np.int32), "start_ns": s, "end_ns": e})
 
 
 def _cummax_by_group(group: np.ndarray, values: np.ndarray) -> np.ndarray:
