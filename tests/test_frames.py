@@ -262,9 +262,9 @@ def test_empty_results_are_one_shared_frame_checked_once():
 
 
 def test_frame_of_is_pd_dataframe():
-    """frame_of(d) equals pd.DataFrame(d) exactly (values, dtypes, labels, index, block layout) for
-    NumPy numbers, bools and categoricals, empty too; anything else is pd.DataFrame's own frame; the
-    columns are copies, as pd.DataFrame makes them."""
+    """frame_of(d) equals pd.DataFrame(d) exactly (values, dtypes, labels, index, block layout, known
+    consolidated) for NumPy numbers, bools and categoricals, empty too; anything else is
+    pd.DataFrame's own frame; the columns are copies, as pd.DataFrame makes them."""
     rng = np.random.default_rng(3)
     for rows in (0, 1, 7):
         data = {"step": np.arange(rows, dtype=np.int32), "start_ns": rng.integers(0, 1 << 62, rows),
@@ -275,6 +275,8 @@ def test_frame_of_is_pd_dataframe():
         assert got.columns.equals(want.columns) and got.columns.dtype == want.columns.dtype
         assert [(b.dtype, b.mgr_locs.as_array.tolist()) for b in got._mgr.blocks] == \
             [(b.dtype, b.mgr_locs.as_array.tolist()) for b in want._mgr.blocks]
+        # consolidated as pandas' frames are (else pandas checks the blocks again on later operations)
+        assert got._mgr.is_consolidated() and got._mgr._known_consolidated
         if rows:
             data["start_ns"][0] = -1
             assert got["start_ns"].iloc[0] != -1

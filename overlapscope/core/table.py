@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .codes import categorical_dtype
+from .frames import frame_of
 from .roles import DEFAULT_STEP_PATTERN, annotation_roles
 
 KINDS = ("compute", "comm", "memcpy", "memset", "sync", "cpu_op", "annotation")
@@ -88,7 +89,7 @@ def make_table(rank: int, *, step_pattern: str | None = DEFAULT_STEP_PATTERN, **
             data[col] = np.broadcast_to(np.asarray(value, dtype=dtype), (n,)).copy()
     step_rx = re.compile(step_pattern, re.IGNORECASE) if step_pattern else None
     data["role"] = annotation_roles(data["kind"], data["name"], data["collective"], step_rx)
-    table = pd.DataFrame(data)
+    table = frame_of(data)
     bad_kind = set(table["kind"].cat.categories) - set(KINDS)
     assert not bad_kind, f"reader produced unknown kinds {bad_kind}"
     return table
