@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..core.table import Run
 from ..core import intervals as iv
-from ..core.frames import stacked_frames
+from ..core.frames import frame_of, stacked_frames
 from .bubbles import bubbles_of_ranks, microbatch_spans, stage_bubbles
 from .collectives import collectives_of_ranks, uncovered_set
 from .groups import rank_groups
@@ -40,7 +40,7 @@ def rank_parts(events: pd.DataFrame, windows: pd.DataFrame, *,
     spans and stage bubbles. sets: `lane_sets(events)` when known."""
     sets = sets or lane_sets(events)
     return {"comm": comm_rows(events), "uncovered": uncovered_set(events, windows, sets=sets),
-            "windows": windows[["start_ns", "end_ns"]],
+            "windows": frame_of({c: windows[c].to_numpy() for c in ("start_ns", "end_ns")}),  # not windows[[...]]: ~0.4 ms
             "prefetch": prefetch_gaps(events, windows, sets=sets), "spans": microbatch_spans(events),
             "stage_bubbles": stage_bubbles(events, windows, sets=sets), "rank": _carried_rank(events)}
 
