@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.codes import isin, shared_codes
+from ..core.frames import frame_of
 from .overlap import lane_sets, window_set
 from .windows import WORK_KINDS
 
@@ -63,7 +64,10 @@ def overlap_bounds(events: pd.DataFrame, windows: pd.DataFrame, per_step: pd.Dat
     inputs = {c: per_step[c].to_numpy(np.int64) for c in _BOUND_INPUTS[:-1]}
     inputs["launch_bound_idle_ns"] = launch_bound_idle(events, windows, sets)
     # One frame from arrays: per rank, a frame grown column by column cost 4x the arithmetic.
-    return pd.DataFrame(_bounds(inputs), index=per_step.index)
+    index = per_step.index
+    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1 and index.name is None:
+        return frame_of(_bounds(inputs))  # the same frame, from its blocks
+    return pd.DataFrame(_bounds(inputs), index=index)
 
 
 _BOUND_INPUTS = ("window_ns", "compute_ns", "comm_ns", "exposed_memcpy_ns", "idle_ns", "launch_bound_idle_ns")
