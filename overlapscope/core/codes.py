@@ -47,6 +47,12 @@ def _category_names(categories: pd.Index) -> np.ndarray:
     return names
 
 
+def category_strings(categories: pd.Index) -> np.ndarray:
+    """categories.astype(str) as an object array of str, read once per categories Index (cached as
+    codes_names reads them; read-only). Columns that share a CategoricalDtype share the answer."""
+    return _category_names(categories)[:-1]
+
+
 def as_str(column: pd.Series) -> np.ndarray:
     """`column.astype(str).to_numpy()` (object array of str) without the per-row Arrow round trip."""
     codes, names = codes_names(column)
