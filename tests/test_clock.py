@@ -144,6 +144,17 @@ def test_sizes_the_matrix_would_not_hold_go_to_sorted_lists():
     assert isinstance(ends_store(lopsided, ends, ends), EndsLists)
     far = np.array([0, 1 << 61], np.int64)  # aligned values could reach the sentinels
     assert isinstance(ends_store(even, far, ends), EndsLists)
+    assert isinstance(ends_store(even, ends, ends, repeats=True), EndsLists)  # a rank twice in a collective
+
+
+def test_matrix_takes_many_repeats_of_one_instance_in_rounds():
+    """One insert of 5,000 values into one instance (rounds sliced from one sort, not one pass over
+    the rest per repeat): the middle values are the sorted values' middle."""
+    values = np.random.default_rng(5).integers(-10**9, 10**9, 5001)
+    matrix = EndsMatrix(np.array([5001, 1]), 16)
+    matrix.insert(np.zeros(5001, np.int64), values)
+    lo, hi = matrix.middle(np.array([0]))
+    assert lo.tolist() == hi.tolist() == [int(np.sort(values)[2500])]
 
 
 def test_solve_with_sorted_lists_equals_the_recomputing_one(monkeypatch):

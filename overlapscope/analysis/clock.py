@@ -140,7 +140,6 @@ class _Anchors:
         self.rank_bounds = np.searchsorted(rank_index[self.by_rank], np.arange(n_ranks + 1))
         self.by_instance = np.argsort(instance, kind="stable")
         self.inst_bounds = np.searchsorted(instance[self.by_instance], np.arange(n_inst + 1))
-        self.ends = ends_store(np.diff(self.inst_bounds), end_ns, start_ns)
         self.first_end = np.full(n_inst, np.iinfo(np.int64).max, np.int64)
         self.last_start = np.full(n_inst, np.iinfo(np.int64).min, np.int64)
         self.active = np.zeros(n_inst, bool)
@@ -150,6 +149,7 @@ class _Anchors:
         pair = np.sort(rank_index.astype(np.int64) * max(n_inst, 1) + instance)
         self.one_row_each = np.ones(n_ranks, bool)
         self.one_row_each[pair[1:][pair[1:] == pair[:-1]] // max(n_inst, 1)] = False
+        self.ends = ends_store(np.diff(self.inst_bounds), end_ns, start_ns, repeats=not self.one_row_each.all())
 
     def rows_of(self, rank: int) -> np.ndarray:
         return self.by_rank[self.rank_bounds[rank]:self.rank_bounds[rank + 1]]
@@ -187,11 +187,14 @@ class _Anchors:
 MATRIX_CELLS_PER_ROW = 4
 
 
-def ends_store(counts: np.ndarray, end_ns: np.ndarray, start_ns: np.ndarray) -> "EndsMatrix | EndsLists":
+def ends_store(counts: np.ndarray, end_ns: np.ndarray, start_ns: np.ndarray, *,
+               repeats: bool = False) -> "EndsMatrix | EndsLists":
     """The store for the aligned ends of instances with counts[i] rows each: EndsMatrix where it is
-    small and every aligned value stays clear of its int64 sentinels, EndsLists otherwise."""
+    small and every aligned value stays clear of its int64 sentinels, EndsLists otherwise, and where
+    a rank repeats an instance (repeats: against the rule that a rank is in a collective once; a
+    rank's rows then enter the matrix in one round per repeat)."""
     rows = int(counts.sum())
-    if counts.size == 0 or rows == 0:
+    if counts.size == 0 or rows == 0 or repeats:
         return EndsLists(counts.size)
     cap = EndsMatrix.buffer_for(int(counts.max()))
     cells = counts.size * EndsMatrix.width_for(int(counts.max()), cap)
@@ -255,14 +258,21 @@ class EndsMatrix:
 
     def insert(self, at: np.ndarray, values: np.ndarray, *, distinct: bool = False) -> None:
         """Adds values[j] to instance at[j]'s values; distinct: `at` repeats no instance."""
-        if not distinct:  # an instance repeated: first occurrences first, the rest after
-            _, first = np.unique(at, return_index=True)
-            if first.size < at.size:
-                rest = np.ones(at.size, bool)
-                rest[first] = False
-                self.insert(at[first], values[first], distinct=True)
-                self.insert(at[rest], values[rest])
-                return
+        if distinct or at.size < 2:
+            self._insert_distinct(at, values)
+            return
+        # an instance repeated: its first occurrences first, then its second ones... (each round
+        # distinct), the rounds sliced from one sort by occurrence
+        by_inst = np.argsort(at, kind="stable")
+        fresh = np.r_[True, at[by_inst][1:] != at[by_inst][:-1]]
+        occurrence = np.empty(at.size, np.int64)
+        occurrence[by_inst] = np.arange(at.size) - np.maximum.accumulate(np.where(fresh, np.arange(at.size), 0))
+        by_round = np.argsort(occurrence, kind="stable")
+        bounds = np.searchsorted(occurrence[by_round], np.arange(int(occurrence.max()) + 2))
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            self._insert_distinct(at[by_round[lo:hi]], values[by_round[lo:hi]])
+
+    def _insert_distinct(self, at: np.ndarray, values: np.ndarray) -> None:
         if at.size == 0:
             return
         if int(self.buffered[at].max()) >= self.cap:
