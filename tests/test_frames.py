@@ -282,7 +282,8 @@ def test_frame_of_is_pd_dataframe():
             assert got["start_ns"].iloc[0] != -1
     others = [{"name": np.array(["a", "b"], dtype=object), "n": np.arange(2)},  # text: pandas infers str
               {"n": np.arange(2), "m": np.arange(3)}, {"when": np.array([1, 2], "datetime64[ns]")},
-              {"n": [1, 2]}, {"n": 1}, {}, {1: np.arange(2)}]
+              {"n": [1, 2]}, {"n": 1}, {}, {1: np.arange(2)},
+              {"m": np.ma.masked_array([1, 2], mask=[False, True])}]  # pandas reads the mask: NaN
     for data in others:
         try:
             want = pd.DataFrame(data)

@@ -65,9 +65,9 @@ def frame_of(data: Mapping[str, Any]) -> pd.DataFrame:
     by_dtype: dict[np.dtype, list[int]] = {}
     extension = []
     for at, array in enumerate(arrays):
-        if isinstance(array, np.ndarray) and array.ndim == 1 and array.dtype.kind in "biuf":
+        if type(array) is np.ndarray and array.ndim == 1 and array.dtype.kind in "biuf":  # not a masked array
             by_dtype.setdefault(array.dtype, []).append(at)
-        elif isinstance(array, pd.Categorical):
+        elif type(array) is pd.Categorical:
             extension.append(at)
         else:
             return pd.DataFrame(data)
