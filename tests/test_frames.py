@@ -10,7 +10,8 @@ import pytest
 from kineto_builder import KinetoTrace
 from overlapscope.analysis.all_to_all import all_to_all_rows
 from overlapscope.analysis.matching import comm_rows
-from overlapscope.core.frames import _joined_blocks, built_once, empty_frame, frame_of, stacked_frames
+from overlapscope.core.frames import (_joined_blocks, built_once, empty_frame, frame_of, stacked_frames,
+                                      with_shared_labels)
 from overlapscope.ingest.kineto import read_kineto
 
 
@@ -228,7 +229,6 @@ def test_shared_labels_are_one_index_per_schema():
     Pickled together they still share it, and stack as pd.concat does."""
     import pickle
 
-    from overlapscope.core.frames import with_shared_labels
     frames = [with_shared_labels(_rank_frame(rank, 2)) for rank in range(5)]
     assert len({id(f.columns) for f in frames}) == 1
     want = pd.concat([_rank_frame(rank, 2) for rank in range(5)], ignore_index=True)
@@ -277,6 +277,8 @@ def test_frame_of_is_pd_dataframe():
             [(b.dtype, b.mgr_locs.as_array.tolist()) for b in want._mgr.blocks]
         # consolidated as pandas' frames are (else pandas checks the blocks again on later operations)
         assert got._mgr.is_consolidated() and got._mgr._known_consolidated
+        # one labels Index per schema, the one with_shared_labels gives (stacks compare it once)
+        assert with_shared_labels(want).columns is got.columns is frame_of(data).columns
         if rows:
             data["start_ns"][0] = -1
             assert got["start_ns"].iloc[0] != -1
@@ -292,3 +294,18 @@ def test_frame_of_is_pd_dataframe():
                 frame_of(data)
             continue
         pd.testing.assert_frame_equal(frame_of(data), want, check_exact=True)
+
+
+def test_span_rows_are_the_first_and_last_rows_of_rank_start_and_end():
+    """What a worker sends back of an analyzed rank's events: the earliest-starting and the
+    latest-ending row (one row when they are the same), columns rank, start_ns, end_ns."""
+    from overlapscope.core.table import make_table
+    from overlapscope.pipeline.distributed import span_rows
+    events = make_table(3, lane=["a", "b", "a"], kind=["compute", "comm", "compute"], name=["k", "c", "k"],
+                        start_ns=[50, 10, 30], end_ns=[90, 20, 95])
+    spans = span_rows(events)
+    assert list(spans.columns) == ["rank", "start_ns", "end_ns"]
+    assert spans.to_dict("list") == {"rank": [3, 3], "start_ns": [10, 30], "end_ns": [20, 95]}
+    assert span_rows(events.iloc[[2]]).to_dict("list") == {"rank": [3], "start_ns": [30], "end_ns": [95]}
+    empty = span_rows(events.iloc[:0])
+    assert len(empty) == 0 and list(empty.dtypes) == list(events[["rank", "start_ns", "end_ns"]].dtypes)

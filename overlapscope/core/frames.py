@@ -49,6 +49,7 @@ def built_once(key: str, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
 
 
 _NAMES: dict[tuple, pd.Index] = {}
+_LABELS: dict[tuple, pd.Index] = {}
 
 
 def frame_of(data: Mapping[str, Any]) -> pd.DataFrame:
@@ -85,7 +86,9 @@ def frame_of(data: Mapping[str, Any]) -> pd.DataFrame:
     if labels is None:
         if len(_NAMES) > 4096:  # bounded: any caller may come here
             _NAMES.clear()
-        labels = _NAMES[names] = pd.DataFrame(dict.fromkeys(names, ())).columns  # pandas' own labels
+        built = pd.DataFrame(dict.fromkeys(names, ())).columns  # pandas' own labels
+        # the Index with_shared_labels gives frames of these labels, so both kinds stack as one schema
+        labels = _NAMES[names] = _LABELS.setdefault((str(built.dtype), names), built)
     frame = create_dataframe_from_blocks(blocks, index=pd.RangeIndex(rows), columns=labels)
     _known_consolidated(frame)
     return frame
@@ -100,9 +103,6 @@ def _known_consolidated(frame: pd.DataFrame) -> None:
     consolidate = getattr(frame._mgr, "_consolidate_inplace", None)
     if consolidate is not None:
         consolidate()
-
-
-_LABELS: dict[tuple, pd.Index] = {}
 
 
 def with_shared_labels(frame: pd.DataFrame) -> pd.DataFrame:

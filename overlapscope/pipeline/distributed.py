@@ -70,9 +70,9 @@ def span_rows(events: pd.DataFrame) -> pd.DataFrame:
     end_ns: all that numbering and checking the ranks of a run reads of a table once it is analyzed
     (ingest.assemble, crossrank's empty-rank test). Whole rows of the event table cost the parent
     ~0.4 ms a rank to unpickle (17 columns, 11 blocks) and the worker ~0.4 ms to cut."""
-    start, end = events["start_ns"].to_numpy(), events["end_ns"].to_numpy()
-    rows = np.unique([int(start.argmin()), int(end.argmax())]) if len(events) else np.empty(0, np.intp)
-    return frame_of({"rank": events["rank"].to_numpy()[rows], "start_ns": start[rows], "end_ns": end[rows]})
+    rows = np.unique([int(events["start_ns"].to_numpy().argmin()), int(events["end_ns"].to_numpy().argmax())]) \
+        if len(events) else np.empty(0, np.intp)
+    return frame_of({c: events[c].to_numpy()[rows] for c in SPAN_COLUMNS})
 
 
 def map_ranks(jobs: list[list[Path]], read: ReadOptions, options: RunOptions, *,
