@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -17,6 +18,7 @@ from overlapscope.cli import main
 from overlapscope.errors import OverlapscopeError
 from overlapscope.ingest.classify import classify_kernels
 from overlapscope.ingest.comm_rules import RULES, parse_user_rule, rule_set
+from overlapscope.ingest import comm_summary
 from overlapscope.ingest.comm_summary import kernel_base, suggested_pattern
 from overlapscope.ingest.config_file import config_comm_patterns
 
@@ -305,3 +307,36 @@ def test_classification_is_remembered_per_rule_set():
     user = classify_kernels(names, rule_set(("my_fused_allreduce",)))
     assert user[0][0] == 0 and user[1][0] == "all_reduce"
     assert user[0][1] == first[0][1] + 1 and classify_kernels(names, RULES)[0][0] == -1
+
+
+def test_families_on_codes_are_pandas_groupbys_ties_and_missing_included():
+    """_families (codes, for a rank's few comm rows) gives what the groupby by rule, then by name, gives
+    (_families_pandas), the example among equal device times included; a missing name or rule and
+    more than SMALL_ROWS rows go to the groupby itself."""
+    rng = np.random.default_rng(7)
+    for _ in range(500):
+        n = int(rng.integers(1, 60))
+        names = np.array([f"k{int(i)}" for i in rng.integers(0, 25, n)], dtype=object)
+        by = np.array([("nccl", "rccl", "pattern x", "b")[int(i)] for i in rng.integers(0, 4, n)], dtype=object)
+        dur = rng.integers(0, 4, n).astype(np.int64) * 1000  # many equal sums: the example's tie order
+        assert comm_summary._families(names, dur, by) == comm_summary._families_pandas(names, dur, by)
+    names = np.array(["a", None, "b", "a"], dtype=object)
+    by = np.array(["nccl", "nccl", None, "rccl"], dtype=object)
+    dur = np.array([5, 7, 11, 13], dtype=np.int64)
+    assert comm_summary._families(names, dur, by) == comm_summary._families_pandas(names, dur, by) == [
+        {"rule": "nccl", "kernels": 1, "example": "a", "count": 2, "device_ns": 12},
+        {"rule": "rccl", "kernels": 1, "example": "a", "count": 1, "device_ns": 13}]
+
+
+@pytest.mark.parametrize("values", [["s:7", "s:20", "s:7", "a"], ["é", "e", "Z", "z", "e"], ["x"] * 3000, []])
+def test_unique_str_small_path_is_the_pandas_path(values, monkeypatch):
+    """_unique_str of a few str (a dict) gives what its pd.factorize path gives, and both are
+    np.unique(values, return_inverse=True)."""
+    array = np.array(values, dtype=object).reshape(-1)
+    small = comm_summary._unique_str(array)
+    monkeypatch.setattr(comm_summary, "SMALL_ROWS", -1)
+    large = comm_summary._unique_str(array)
+    want, want_inverse = np.unique(array, return_inverse=True)
+    for uniq, inverse in (small, large):
+        assert uniq.dtype == object and uniq.tolist() == want.tolist()
+        assert inverse.tolist() == want_inverse.reshape(-1).tolist()

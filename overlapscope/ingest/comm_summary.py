@@ -8,6 +8,7 @@ Device time is the summed duration of the rank's kernels, memcpys and memsets.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +49,14 @@ def kernel_base(name: str) -> str:
     return "".join(out).strip() or name
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a worker summarizes many ranks of one job: their names repeat
+def has_candidate_word(name: str) -> bool:
+    """Whether the kernel's base name holds a communication word (comm_rules.CANDIDATE_TOKENS): a
+    character walk and a long regex, ~0.1 ms a name, paid once per distinct name in a process (a
+    tiny rank's dozen names cost ~1.1 ms of its ~16 ms each time)."""
+    return bool(CANDIDATE_TOKENS.search(kernel_base(name)))
+
+
 def suggested_pattern(name: str) -> str:
     """The `--comm-pattern` value that counts this kernel: its escaped base name, with the collective
     the name suggests (dispatch/combine of expert parallelism are all-to-alls)."""
@@ -61,29 +70,73 @@ def summarize(names: np.ndarray, kinds: np.ndarray, lanes: np.ndarray, start_ns:
     """The rank's `comm_classification` meta: device_ns, families, candidates (JSON-ready)."""
     kinds = np.asarray(kinds, dtype=object)
     dur = np.maximum(np.asarray(end_ns, np.int64) - np.asarray(start_ns, np.int64), 0)
-    work = np.isin(kinds, ("comm", "compute", "memcpy", "memset"))
+    work = (kinds == "comm") | (kinds == "compute") | (kinds == "memcpy") | (kinds == "memset")
     device_ns = int(dur[work].sum())
     names, kinds, lanes, dur = (np.asarray(names, dtype=object)[work], kinds[work],
                                 np.asarray(lanes, dtype=object)[work], dur[work])
     is_comm = kinds == "comm"
     families = []
     if is_comm.any():
-        comm = pd.DataFrame({"name": names[is_comm], "dur": dur[is_comm],
-                             "by": np.asarray(comm_by, dtype=object)[work][is_comm]})
-        for by, sub in comm.groupby("by", sort=True):
-            per_name = sub.groupby("name")["dur"].sum().sort_values(ascending=False)
-            families.append({"rule": str(by), "kernels": int(per_name.size), "example": str(per_name.index[0]),
-                             "count": int(len(sub)), "device_ns": int(sub["dur"].sum())})
+        families = _families(names[is_comm], dur[is_comm], np.asarray(comm_by, dtype=object)[work][is_comm])
         families.sort(key=lambda f: -f["device_ns"])
     return {"device_ns": device_ns, "families": families,
             "candidates": _candidates(names, kinds, lanes, dur, config)}
 
 
+def _families(names: np.ndarray, dur: np.ndarray, by: np.ndarray) -> list[dict[str, Any]]:
+    """Per rule (ascending), its kernels, example (the name of most device time), count and device_ns:
+    what pandas' groupby by rule, then by name, gives (_families_pandas). A few rows of text names and
+    rules run on codes (a rank's pandas groupbys cost ~0.3 ms a rule); others, or a missing name or
+    rule (which groupby drops), go to pandas."""
+    if names.size > SMALL_ROWS or not all(type(v) is str for v in names.tolist() + by.tolist()):
+        return _families_pandas(names, dur, by)
+    by_u, by_c = _unique_str(by)
+    name_u, name_c = _unique_str(names)
+    width = max(name_u.size, 1)
+    pairs, pair_c = np.unique(by_c.astype(np.int64) * width + name_c, return_inverse=True)
+    pair_ns = _sums(pair_c.reshape(-1), pairs.size, dur)  # per (rule, name), rules then names ascending
+    first = np.searchsorted(pairs // width, np.arange(by_u.size + 1))
+    count, device_ns = np.bincount(by_c, minlength=by_u.size), _sums(by_c, by_u.size, dur)
+    families = []
+    for f in range(by_u.size):
+        ns = pair_ns[first[f]:first[f + 1]]
+        # Series.sort_values(ascending=False)'s order (pandas' nargsort), ties included
+        top = np.arange(ns.size)[::-1][ns[::-1].argsort(kind="quicksort")][::-1][0]
+        families.append({"rule": str(by_u[f]), "kernels": int(ns.size),
+                         "example": str(name_u[pairs[first[f] + top] % width]),
+                         "count": int(count[f]), "device_ns": int(device_ns[f])})
+    return families
+
+
+def _families_pandas(names: np.ndarray, dur: np.ndarray, by: np.ndarray) -> list[dict[str, Any]]:
+    comm = pd.DataFrame({"name": names, "dur": dur, "by": by})
+    families = []
+    for rule, sub in comm.groupby("by", sort=True):
+        per_name = sub.groupby("name")["dur"].sum().sort_values(ascending=False)
+        families.append({"rule": str(rule), "kernels": int(per_name.size), "example": str(per_name.index[0]),
+                         "count": int(len(sub)), "device_ns": int(sub["dur"].sum())})
+    return families
+
+
+SMALL_ROWS = 2048
+"""_unique_str of at most this many strings runs in Python: pd.factorize and np.unique cost ~0.15 ms
+a call whatever the size, and a tiny rank made four such calls (0.6 ms of its ~16)."""
+
+
 def _unique_str(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """np.unique(..., return_inverse=True) of the values' str(): sorted distinct strings (an object
     array) and each value's index into them. Hashes the values once (pd.factorize, no Python per
-    event) and converts and sorts only the distinct ones."""
-    codes, distinct = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+    event; a dict for a few strings) and converts and sorts only the distinct ones."""
+    values = np.asarray(values, dtype=object)
+    listed = values.tolist() if values.size <= SMALL_ROWS else None
+    if listed is not None and all(type(v) is str for v in listed):
+        first: dict[str, int] = {}
+        codes = np.fromiter((first.setdefault(v, len(first)) for v in listed), np.intp, len(listed))
+        uniq = sorted(first)  # str order, as np.unique sorts an object array of str
+        at = {v: i for i, v in enumerate(uniq)}
+        to_sorted = np.fromiter((at[v] for v in first), np.intp, len(first))
+        return np.array(uniq, dtype=object).reshape(-1), to_sorted[codes]
+    codes, distinct = pd.factorize(values, use_na_sentinel=False)
     as_str = np.array([v if isinstance(v, str) else str(v) for v in distinct.tolist()], dtype=object)
     uniq, to_sorted = np.unique(as_str, return_inverse=True)  # two values may print alike: merged here
     return uniq, to_sorted.reshape(-1)[codes]
@@ -106,7 +159,7 @@ def _candidates(names: np.ndarray, kinds: np.ndarray, lanes: np.ndarray, dur: np
     uniq, inverse = _unique_str(names[compute])
     count = np.bincount(inverse, minlength=uniq.size)
     device_ns = _sums(inverse, uniq.size, dur[compute])
-    why = np.where([bool(CANDIDATE_TOKENS.search(kernel_base(str(n)))) for n in uniq],
+    why = np.where([has_candidate_word(str(n)) for n in uniq],
                    "communication word in the name", "").astype(object)
     position = {str(n): i for i, n in enumerate(uniq)}
     for lane, lone in _lone_stream_names(names, kinds, lanes, dur, config).items():
@@ -125,7 +178,7 @@ def _lone_stream_names(names: np.ndarray, kinds: np.ndarray, lanes: np.ndarray, 
     none of them comm: what a communication library on its own stream looks like."""
     lane_all, lane_all_c = _unique_str(lanes)
     on_stream = np.array([lane.startswith("stream:") for lane in lane_all], dtype=bool)
-    sel = np.isin(kinds, ("compute", "comm")) & on_stream[lane_all_c.reshape(-1)]
+    sel = ((kinds == "compute") | (kinds == "comm")) & on_stream[lane_all_c.reshape(-1)]
     if not sel.any():
         return {}
     lane_u, lane_c = _unique_str(lanes[sel])
