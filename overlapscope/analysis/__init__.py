@@ -11,7 +11,7 @@ from .ring import RING_LABEL, ring_attention_part, ring_steps
 from .breakdown import exposed_by_key_and_step, exposed_by_key_of_intervals, exposed_by_label_pass, launch_scopes
 from .costmodel import CostConfig
 from ..core.codes import as_str, isin
-from ..core.frames import built_once, shared_result, stacked_frames, with_shared_labels
+from ..core.frames import column_values, built_once, shared_result, stacked_frames, with_shared_labels
 from .comm_classes import comm_classes
 from .crossrank import cross_rank_sections, rank_parts
 from .depgraph import rank_graph
@@ -42,7 +42,7 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     needs no event table."""
     windows, partial = windows_and_partial(trace, no_steps=no_steps)
     ev = trace.events
-    comm_rows = isin(ev["kind"], ("comm",))
+    comm_rows = isin(column_values(ev, "kind"), ("comm",))
     sets = lane_sets(ev)  # merged compute/comm/copy, shared by every analyzer below
     overlap = overlap_by_step(ev, windows, sets=sets)
     overlap = pd.concat([overlap, overlap_bounds(ev, windows, overlap, sets=sets)], axis=1)
@@ -52,8 +52,8 @@ def analyze_rank(trace: RankTrace, *, no_steps: bool = False) -> dict[str, pd.Da
     key_steps = {}
     scopes = launch_scopes(ev, comm_rows)
     for column, keys in (
-        ("collective", as_str(ev["collective"])),
-        ("group", as_str(ev["group"])),
+        ("collective", as_str(column_values(ev, "collective"))),
+        ("group", as_str(column_values(ev, "group"))),
         ("scope", scopes),
     ):
         out[f"by_{column}"], key_steps[column] = exposed_by_key_and_step(ev, windows, keys, column, sets=sets)
@@ -160,11 +160,12 @@ def _regrouped(rank: int, section: dict[str, pd.DataFrame], comm_groups: pd.Data
     inferred across ranks: gloo names no group on its ops, but every rank's trace lists its groups
     (RankMeta.process_groups), so the by-group table names the group the wait/transfer table does."""
     comm = section["cross_rank"]["comm"]
-    groups = comm_groups.loc[comm_groups["rank"].to_numpy() == rank].sort_values("row")
+    groups = comm_groups.loc[column_values(comm_groups, "rank") == rank].sort_values("row")
     if comm.empty or len(groups) != len(comm) or (groups["group"].to_numpy() == comm["group"].to_numpy()).all():
         return section
     by_group, per_step = exposed_by_key_of_intervals(
-        comm["start_ns"].to_numpy(np.int64), comm["end_ns"].to_numpy(np.int64), groups["group"].to_numpy(object),
+        column_values(comm, "start_ns", np.int64), column_values(comm, "end_ns", np.int64),
+        groups["group"].to_numpy(object),
         section["windows"], section["cross_rank"]["uncovered"], "group")
     key_steps = section["by_key_steps"]
     regrouped = per_step.rename(columns={"group": "key"}).assign(section="by_group")[key_steps.columns]

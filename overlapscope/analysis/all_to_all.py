@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.codes import as_str, isin
-from ..core.frames import built_once, empty_frame
+from ..core.frames import column_values, built_once, empty_frame
 
 ROW_COLUMNS = ("start_ns", "end_ns", "send_split_bytes", "recv_split_bytes")
 TRAFFIC_COLUMNS = ("instance", "step", "src", "dst", "bytes")
@@ -30,12 +30,15 @@ MOE_LABEL = re.compile(r"^moe:L(\d+):mb(\d+):(dispatch|combine)(:bwd)?$")
 def all_to_all_rows(events: pd.DataFrame, scopes: np.ndarray) -> pd.DataFrame:
     """One rank's all-to-all comm events: ROW_COLUMNS + scope (recorded times, the rank's clock; no
     rank column: `combine` adds the final rank)."""
-    rows = np.flatnonzero(isin(events["kind"], ("comm",)) & isin(events["collective"], ("all_to_all",)))
+    rows = np.flatnonzero(isin(column_values(events, "kind"), ("comm",))
+                          & isin(column_values(events, "collective"), ("all_to_all",)))
     if rows.size == 0:  # most ranks: the same frame, empty, built once
         no_ints, no_text = np.empty(0, np.int64), np.empty(0, object)
         return built_once("all_to_all_rows", lambda: _rows_frame(no_ints, no_ints, no_text, no_text, no_text))
-    return _rows_frame(events["start_ns"].to_numpy(np.int64)[rows], events["end_ns"].to_numpy(np.int64)[rows],
-                       as_str(events["send_split_bytes"])[rows], as_str(events["recv_split_bytes"])[rows],
+    return _rows_frame(column_values(events, "start_ns", np.int64)[rows],
+                       column_values(events, "end_ns", np.int64)[rows],
+                       as_str(column_values(events, "send_split_bytes"))[rows],
+                       as_str(column_values(events, "recv_split_bytes"))[rows],
                        np.asarray(scopes, dtype=object)[rows])
 
 
@@ -68,7 +71,7 @@ def all_to_all_traffic(collectives: pd.DataFrame, rows: pd.DataFrame, offsets: M
     coll = collectives[collectives["collective"] == "all_to_all"] if len(collectives) else collectives
     if coll is None or coll.empty:
         return _empty_instances(), _empty_traffic()
-    recorded = coll["start_ns"].to_numpy(np.int64) - coll["rank"].map(offsets).fillna(0).to_numpy(np.int64)
+    recorded = column_values(coll, "start_ns", np.int64) - coll["rank"].map(offsets).fillna(0).to_numpy(np.int64)
     text = ["send_split_bytes", "recv_split_bytes", "scope"]
     joined = coll.assign(recorded_start_ns=recorded).merge(
         rows.rename(columns={"start_ns": "recorded_start_ns"})[["rank", "recorded_start_ns", *text]],
@@ -82,9 +85,9 @@ def all_to_all_traffic(collectives: pd.DataFrame, rows: pd.DataFrame, offsets: M
         n = members.size
         sizes.append(pd.DataFrame({"instance": sub["instance"].unique(), "n": n}))
         member_rows.append(pd.DataFrame({"group": group, "member": members}))
-        sub = sub[np.isin(sub["rank"].to_numpy(np.int64), members)]
+        sub = sub[np.isin(column_values(sub, "rank", np.int64), members)]
         inst = np.repeat(sub["instance"].to_numpy(np.int64), n)
-        me = np.repeat(sub["rank"].to_numpy(np.int64), n)
+        me = np.repeat(column_values(sub, "rank", np.int64), n)
         peer = np.tile(members, len(sub))
         sent = _peer_bytes(sub["send_split_bytes"].to_numpy(object), n).ravel()
         got = _peer_bytes(sub["recv_split_bytes"].to_numpy(object), n).ravel()
@@ -136,12 +139,12 @@ def moe_exposure(by_key_steps: pd.DataFrame) -> pd.DataFrame:
     hit = parsed[0].notna().to_numpy()
     sub, parsed = scoped[hit], parsed[hit]
     out = pd.DataFrame({
-        "rank": sub["rank"].to_numpy(np.int64), "step": sub["step"].to_numpy(np.int64),
+        "rank": column_values(sub, "rank", np.int64), "step": column_values(sub, "step", np.int64),
         "layer": parsed[0].astype(np.int64).to_numpy(), "microbatch": parsed[1].astype(np.int64).to_numpy(),
         "phase": parsed[2].to_numpy(object),
         "pass": np.where(parsed[3].isna().to_numpy(), "forward", "backward").astype(object),
-        "count": sub["count"].to_numpy(np.int64), "comm_ns": sub["comm_ns"].to_numpy(np.int64),
-        "exposed_comm_ns": sub["exposed_comm_ns"].to_numpy(np.int64)})
+        "count": column_values(sub, "count", np.int64), "comm_ns": column_values(sub, "comm_ns", np.int64),
+        "exposed_comm_ns": column_values(sub, "exposed_comm_ns", np.int64)})
     return out.sort_values(["rank", "step", "pass", "layer", "microbatch", "phase"],
                            ascending=[True, True, False, True, True, False], kind="stable").reset_index(drop=True)
 
@@ -196,7 +199,7 @@ def traffic_matrices(traffic: pd.DataFrame) -> dict[int, tuple[list[int], list[l
         members = sorted(set(sub["src"].tolist()) | set(sub["dst"].tolist()))
         pos = {r: i for i, r in enumerate(members)}
         matrix = np.zeros((len(members), len(members)), dtype=np.int64)
-        matrix[sub["src"].map(pos).to_numpy(), sub["dst"].map(pos).to_numpy()] = sub["bytes"].to_numpy(np.int64)
+        matrix[sub["src"].map(pos).to_numpy(), sub["dst"].map(pos).to_numpy()] = column_values(sub, "bytes", np.int64)
         out[int(inst)] = (members, matrix.tolist())
     return out
 

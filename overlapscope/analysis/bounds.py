@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.codes import isin, shared_codes
-from ..core.frames import frame_of
+from ..core.frames import column_values, frame_of
 from .overlap import lane_sets, window_set
 from .windows import WORK_KINDS
 
@@ -34,11 +34,11 @@ def launch_bound_idle(events: pd.DataFrame, windows: pd.DataFrame, sets: dict[st
     out = np.zeros(len(windows), dtype=np.int64)
     if len(idle) == 0:
         return out
-    work = isin(events["kind"], WORK_KINDS)
-    start = events["start_ns"].to_numpy(np.int64)[work]
-    launch = events["launch_ns"].to_numpy(np.int64)[work]
+    work = isin(column_values(events, "kind"), WORK_KINDS)
+    start = column_values(events, "start_ns", np.int64)[work]
+    launch = column_values(events, "launch_ns", np.int64)[work]
     # work that launches itself (a host op: launch lane = its lane) never waits on a launch
-    lane, launch_lane = shared_codes(events["lane"], events["launch_lane"])
+    lane, launch_lane = shared_codes(column_values(events, "lane"), column_values(events, "launch_lane"))
     own = (launch_lane == lane)[work]
     launch = np.where(own | (launch < 0), np.iinfo(np.int64).min, launch)
     # per distinct start time, the earliest launch of the work starting then

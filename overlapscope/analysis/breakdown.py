@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.codes import codes_names, isin, shared_codes
-from ..core.frames import built_once, empty_frame
+from ..core.frames import column_values, built_once, empty_frame
 from ..core.roles import SCOPE_ROLES
 from .overlap import lane_sets, window_set
 
@@ -24,16 +24,16 @@ def exposed_by_key_and_step(events: pd.DataFrame, windows: pd.DataFrame, keys: n
       exposed_comm_ns; rows only where a key has comm in the step. Summed over steps, comm_ns and
       exposed_comm_ns equal the totals (M_k is cut at the window edges).
     sets: `lane_sets(events)` when known."""
-    comm = isin(events["kind"], ("comm",))
+    comm = isin(column_values(events, "kind"), ("comm",))
     if not comm.any():  # most sections of a rank without comm: the frames below, empty, copied
         return _no_comm(column)
     compute = (sets or lane_sets(events))["compute"]
     inside = iv.merge(*window_set(windows))
-    win_starts = windows["start_ns"].to_numpy(np.int64)
-    win_ends = windows["end_ns"].to_numpy(np.int64)
+    win_starts = column_values(windows, "start_ns", np.int64)
+    win_ends = column_values(windows, "end_ns", np.int64)
     n_win = len(windows)
-    start = events["start_ns"].to_numpy(np.int64)[comm]
-    end = events["end_ns"].to_numpy(np.int64)[comm]
+    start = column_values(events, "start_ns", np.int64)[comm]
+    end = column_values(events, "end_ns", np.int64)[comm]
     labels = np.asarray(keys, dtype=object)[comm]
     # the window each comm event starts in (-1: none), for per-step counts
     start_win = np.searchsorted(win_starts, start, side="right") - 1
@@ -57,7 +57,7 @@ def exposed_by_key_and_step(events: pd.DataFrame, windows: pd.DataFrame, keys: n
         totals.append((label, int(sel.sum()), int(comm_w.sum()), int(exposed_w.sum())))
         present = np.flatnonzero((comm_w > 0) | (count_w > 0))
         per_step.append((present, np.full(present.size, code), count_w[present], comm_w[present], exposed_w[present]))
-    return _frames(column, totals, per_step, uniq, windows["step"].to_numpy(np.int32))
+    return _frames(column, totals, per_step, uniq, column_values(windows, "step", np.int32))
 
 
 def _no_comm(column: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -96,7 +96,7 @@ def exposed_by_key_of_intervals(starts: np.ndarray, ends: np.ndarray, keys: np.n
     `collectives.uncovered_set` gives it) instead of its event table: what the cross-rank reduce has.
     Inside the windows, compute is W \\ uncovered, so |M_k \\ C| is the same number."""
     comm = pd.DataFrame({"kind": np.full(len(starts), "comm", dtype=object), "start_ns": starts, "end_ns": ends})
-    gaps = iv.Intervals(uncovered["start_ns"].to_numpy(np.int64), uncovered["end_ns"].to_numpy(np.int64))
+    gaps = iv.Intervals(column_values(uncovered, "start_ns", np.int64), column_values(uncovered, "end_ns", np.int64))
     compute = iv.difference(iv.merge(*window_set(windows)), gaps)
     return exposed_by_key_and_step(comm, windows, keys, column, sets={"compute": compute})
 
@@ -105,13 +105,14 @@ def launch_scopes(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """For each selected row (boolean mask `rows`), the innermost annotation (record_function / NVTX range) on its launching thread
     that held its launch, skipping step ranges and communication calls (the `role` column: an
     annotation whose role is a scope, an FSDP unit phase or a micro-batch); '' when none."""
-    name_codes, names = codes_names(events["name"])
-    ann = np.flatnonzero(isin(events["kind"], ("annotation",)) & isin(events["role"], SCOPE_ROLES))
-    lanes, launch_lanes = shared_codes(events["lane"], events["launch_lane"])
+    name_codes, names = codes_names(column_values(events, "name"))
+    ann = np.flatnonzero(isin(column_values(events, "kind"), ("annotation",))
+                         & isin(column_values(events, "role"), SCOPE_ROLES))
+    lanes, launch_lanes = shared_codes(column_values(events, "lane"), column_values(events, "launch_lane"))
     query = np.flatnonzero(rows)
     found = iv.innermost_containing(
-        lanes[ann], events["start_ns"].to_numpy(np.int64)[ann], events["end_ns"].to_numpy(np.int64)[ann],
-        launch_lanes[query], events["launch_ns"].to_numpy(np.int64)[query])
+        lanes[ann], column_values(events, "start_ns", np.int64)[ann], column_values(events, "end_ns", np.int64)[ann],
+        launch_lanes[query], column_values(events, "launch_ns", np.int64)[query])
     scopes = np.full(len(events), "", dtype=object)
     hit = found >= 0
     scopes[query[hit]] = names[name_codes[ann[found[hit]]]]

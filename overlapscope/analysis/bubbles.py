@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.codes import isin, per_name, shared_codes
-from ..core.frames import empty_frame, frame_of, stacked_frames
+from ..core.frames import column_values, empty_frame, frame_of, stacked_frames
 from ..core.roles import microbatch_label
 from .overlap import lane_sets
 
@@ -62,16 +62,16 @@ def microbatch_spans(events: pd.DataFrame) -> pd.DataFrame:
     """SPAN_COLUMNS for one rank: each micro-batch label's compute, from the first start to the last end
     of the compute it launched (the label's own range when it launched none)."""
     # The labels are the rows whose `role` is microbatch; names are parsed once each (categorical codes).
-    lab = np.flatnonzero(isin(events["role"], ("microbatch",)))
+    lab = np.flatnonzero(isin(column_values(events, "role"), ("microbatch",)))
     if lab.size == 0:
         return empty_frame(SPAN_COLUMNS, {"action": object})
-    info = per_name(events["name"], microbatch_label)[lab]
-    start = events["start_ns"].to_numpy(np.int64)
-    end = events["end_ns"].to_numpy(np.int64)
-    lanes, launch_lanes = shared_codes(events["lane"], events["launch_lane"])
-    comp = np.flatnonzero(isin(events["kind"], ("compute",)) & (end > start))
+    info = per_name(column_values(events, "name"), microbatch_label)[lab]
+    start = column_values(events, "start_ns", np.int64)
+    end = column_values(events, "end_ns", np.int64)
+    lanes, launch_lanes = shared_codes(column_values(events, "lane"), column_values(events, "launch_lane"))
+    comp = np.flatnonzero(isin(column_values(events, "kind"), ("compute",)) & (end > start))
     owner = iv.innermost_containing(lanes[lab], start[lab], end[lab], launch_lanes[comp],
-                                    events["launch_ns"].to_numpy(np.int64)[comp])
+                                    column_values(events, "launch_ns", np.int64)[comp])
     hit = owner >= 0
     agg = pd.DataFrame({"o": owner[hit], "s": start[comp][hit], "e": end[comp][hit]}).groupby("o").agg(
         s=("s", "min"), e=("e", "max"))
@@ -79,7 +79,7 @@ def microbatch_spans(events: pd.DataFrame) -> pd.DataFrame:
     s_ns[agg.index.to_numpy()] = agg["s"].to_numpy()
     e_ns[agg.index.to_numpy()] = agg["e"].to_numpy()
     out = pd.DataFrame({
-        "rank": events["rank"].to_numpy(np.int64)[lab], "step": events["step"].to_numpy(np.int64)[lab],
+        "rank": column_values(events, "rank", np.int64)[lab], "step": column_values(events, "step", np.int64)[lab],
         "stage": np.array([i[0] for i in info], dtype=np.int64), "action": np.array([i[1] for i in info], dtype=object),
         "microbatch": np.array([i[2] for i in info], dtype=np.int64), "start_ns": s_ns, "end_ns": e_ns,
     })
@@ -122,15 +122,15 @@ def stage_bubbles(events: pd.DataFrame, windows: pd.DataFrame, *, sets: dict[str
     """rank, step, window_ns, compute_ns, bubble_ns, bubble_pct for one stage's rank. sets:
     `lane_sets(events)` when known."""
     compute = (sets or lane_sets(events))["compute"]
-    starts = windows["start_ns"].to_numpy(np.int64)
-    ends = windows["end_ns"].to_numpy(np.int64)
+    starts = column_values(windows, "start_ns", np.int64)
+    ends = column_values(windows, "end_ns", np.int64)
     window_ns = ends - starts
     compute_ns = iv.overlap_lengths(starts, ends, compute)
     bubble_ns = window_ns - compute_ns
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = np.where(window_ns > 0, 100.0 * bubble_ns / window_ns, np.nan)
     rank = int(events["rank"].iloc[0]) if len(events) else -1
-    return frame_of({"rank": np.full(len(windows), rank, np.int64), "step": windows["step"].to_numpy(np.int64),
+    return frame_of({"rank": np.full(len(windows), rank, np.int64), "step": column_values(windows, "step", np.int64),
                          "window_ns": window_ns, "compute_ns": compute_ns, "bubble_ns": bubble_ns, "bubble_pct": pct})
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import intervals as iv
-from ..core.frames import empty_frame, frame_of, owned_intervals, stacked_frames
+from ..core.frames import column_values, empty_frame, frame_of, owned_intervals, stacked_frames
 from .groups import infer_groups
 from .matching import P2P, MatchConfig, comm_rows, match_collectives, on_device
 from .overlap import lane_sets
@@ -95,7 +95,7 @@ def uncovered_set(events: pd.DataFrame, windows: pd.DataFrame | None, *,
     when known."""
     compute = (sets or lane_sets(events))["compute"]
     if windows is not None:
-        inside = iv.merge(windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64))
+        inside = iv.merge(column_values(windows, "start_ns", np.int64), column_values(windows, "end_ns", np.int64))
     elif len(events):
         inside = iv.merge(np.array([events["start_ns"].min()]), np.array([events["end_ns"].max()]))
     else:
@@ -166,15 +166,16 @@ def _wait_transfer(rows: pd.DataFrame, offsets: Mapping[int, int]) -> pd.DataFra
     """Adds the aligned times, wait and transfer to rows (match_collectives' own frame, which nothing
     else keeps: no copy, ~50 ms of 200k rows) and returns it."""
     off = rows["rank"].map(offsets).fillna(0).to_numpy(np.int64)
-    rows["recorded_start_ns"] = rows["start_ns"].to_numpy(np.int64)
-    rows["recorded_end_ns"] = rows["end_ns"].to_numpy(np.int64)
+    rows["recorded_start_ns"] = column_values(rows, "start_ns", np.int64)
+    rows["recorded_end_ns"] = column_values(rows, "end_ns", np.int64)
     rows["start_ns"] = rows["recorded_start_ns"] + off
     rows["end_ns"] = rows["recorded_end_ns"] + off
     inst = rows.groupby("instance")
     rows["last_start_ns"] = inst["start_ns"].transform("max")
     rows["instance_start_ns"] = inst["start_ns"].transform("min")
     rows["ranks"] = inst["rank"].transform("size").astype(np.int64)
-    start, end, last = rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy(), rows["last_start_ns"].to_numpy()
+    start, end = column_values(rows, "start_ns"), column_values(rows, "end_ns")
+    last = column_values(rows, "last_start_ns")
     rows["wait_ns"] = np.maximum(np.minimum(end, last) - start, 0)
     rows["transfer_ns"] = np.maximum(end - np.maximum(start, last), 0)
     # The last rank to arrive: unique latest start in a collective of >= 2 ranks (ties: nobody).
@@ -182,7 +183,7 @@ def _wait_transfer(rows: pd.DataFrame, offsets: Mapping[int, int]) -> pd.DataFra
     n_latest = pd.Series(latest).groupby(rows["instance"].to_numpy()).transform("sum").to_numpy()
     rows["last_arrival"] = latest & (n_latest == 1) & (rows["ranks"].to_numpy() >= 2)
     # Without recorded sequence numbers, the ordinal of the collective in its stream.
-    rows["seq"] = np.where(rows["seq"].to_numpy() >= 0, rows["seq"].to_numpy(), rows["label"].to_numpy())
+    rows["seq"] = np.where(column_values(rows, "seq") >= 0, column_values(rows, "seq"), rows["label"].to_numpy())
     return rows
 
 
@@ -190,11 +191,12 @@ def _add_exposed(rows: pd.DataFrame, uncovered: iv.OwnedIntervals) -> None:
     """Adds exposed_wait_ns, exposed_transfer_ns and split_ns to rows (`_wait_transfer`'s own frame:
     a copy of 200k rows per step cost ~15 ms each, and their consolidation as much again)."""
     # In each rank's own recorded time: compute and comm share its clock.
-    s = rows["recorded_start_ns"].to_numpy(np.int64)
-    e = rows["recorded_end_ns"].to_numpy(np.int64)
+    s = column_values(rows, "recorded_start_ns", np.int64)
+    e = column_values(rows, "recorded_end_ns", np.int64)
     # where the wait ends and the transfer begins, in recorded time
-    split = np.clip(rows["last_start_ns"].to_numpy(np.int64) - (rows["start_ns"].to_numpy(np.int64) - s), s, e)
-    ranks, at = np.unique(rows["rank"].to_numpy(np.int64), return_inverse=True)
+    split = np.clip(column_values(rows, "last_start_ns", np.int64) - (column_values(rows, "start_ns", np.int64) - s),
+                    s, e)
+    ranks, at = np.unique(column_values(rows, "rank", np.int64), return_inverse=True)
     gap_s, gap_e, gap_at = uncovered.rows_of(ranks)
     lift = iv.Lifted.of([s, e, gap_s, gap_e], ranks.size)
     if lift is None:  # times too far apart to lift: one rank at a time
@@ -226,9 +228,10 @@ def _add_bandwidth(rows: pd.DataFrame, group_sizes: Mapping[str, int]) -> None:
     factor = busbw_factor(rows["collective"], rows["group_size"].to_numpy())
     with np.errstate(divide="ignore", invalid="ignore"):
         valid = nbytes > 0
-        own = np.where(valid & (rows["transfer_ns"].to_numpy() > 0), nbytes / rows["transfer_ns"].to_numpy(), np.nan)
-        whole = np.where(valid & (rows["instance_transfer_ns"].to_numpy() > 0),
-                         nbytes / rows["instance_transfer_ns"].to_numpy(), np.nan)
+        transfer = column_values(rows, "transfer_ns")
+        own = np.where(valid & (transfer > 0), nbytes / transfer, np.nan)
+        whole = np.where(valid & (column_values(rows, "instance_transfer_ns") > 0),
+                         nbytes / column_values(rows, "instance_transfer_ns"), np.nan)
     rows["algbw_gbps"], rows["busbw_gbps"] = own, own * factor
     rows["instance_algbw_gbps"], rows["instance_busbw_gbps"] = whole, whole * factor
 

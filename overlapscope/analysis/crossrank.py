@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..core.table import Run
 from ..core import intervals as iv
-from ..core.frames import frame_of, stacked_frames
+from ..core.frames import column_values, frame_of, stacked_frames
 from .bubbles import bubbles_of_ranks, microbatch_spans, stage_bubbles
 from .collectives import collectives_of_ranks, uncovered_set
 from .groups import rank_groups
@@ -47,7 +47,7 @@ def rank_parts(events: pd.DataFrame, windows: pd.DataFrame, *,
 
 def _carried_rank(events: pd.DataFrame) -> int | None:
     """The one rank every row of the table (so of its parts) carries; None when it holds several."""
-    rank = events["rank"].to_numpy()
+    rank = column_values(events, "rank")
     if rank.size == 0 or rank.min() != rank.max():
         return None
     return int(rank[0])
@@ -57,7 +57,7 @@ def _numbered(frame: pd.DataFrame, rank: int, carried: int | None) -> pd.DataFra
     # Ranks are numbered after every file is read: the map saw the reader's rank (maybe -1). A part
     # whose rows carry `rank` already is kept as it is: no copy (~1 ms a rank), and no column read
     # (~0.1 ms for a frame not read before: three parts of every rank).
-    if frame.empty or carried == rank or (carried is None and (frame["rank"].to_numpy() == rank).all()):
+    if frame.empty or carried == rank or (carried is None and (column_values(frame, "rank") == rank).all()):
         return frame
     return frame.assign(rank=np.full(len(frame), rank, dtype=frame["rank"].dtype))
 

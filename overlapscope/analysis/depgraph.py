@@ -28,7 +28,7 @@ from typing import Mapping, NamedTuple
 import numpy as np
 import pandas as pd
 
-from ..core.frames import frame_of
+from ..core.frames import column_values, frame_of
 from ..core import intervals as iv
 from .breakdown import launch_scopes
 from ..core.codes import codes_names, isin, per_name, shared_codes, text_categoricals
@@ -50,13 +50,13 @@ class RankGraph(NamedTuple):
 
 def _pass_of(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """forward / backward / '' per selected row: the innermost annotation around its launch naming a pass."""
-    ann_name = per_name(events["name"], lambda n: "backward" if "backward" in n.lower() else
+    ann_name = per_name(column_values(events, "name"), lambda n: "backward" if "backward" in n.lower() else
                         "forward" if "forward" in n.lower() else "")
-    ann = np.flatnonzero(isin(events["kind"], ("annotation",)) & (ann_name != ""))
-    lanes, launch_lanes = shared_codes(events["lane"], events["launch_lane"])
-    found = iv.innermost_containing(lanes[ann], events["start_ns"].to_numpy(np.int64)[ann],
-                                    events["end_ns"].to_numpy(np.int64)[ann], launch_lanes[rows],
-                                    events["launch_ns"].to_numpy(np.int64)[rows])
+    ann = np.flatnonzero(isin(column_values(events, "kind"), ("annotation",)) & (ann_name != ""))
+    lanes, launch_lanes = shared_codes(column_values(events, "lane"), column_values(events, "launch_lane"))
+    found = iv.innermost_containing(lanes[ann], column_values(events, "start_ns", np.int64)[ann],
+                                    column_values(events, "end_ns", np.int64)[ann], launch_lanes[rows],
+                                    column_values(events, "launch_ns", np.int64)[rows])
     return np.where(found >= 0, ann_name[ann[np.maximum(found, 0)]] if ann.size else "", "").astype(object)
 
 
@@ -65,10 +65,10 @@ def rank_graph(events: pd.DataFrame, windows: pd.DataFrame, stream_waits: Mappin
     reader's record of CUDA stream waits (RankMeta.stream_waits), when the trace has them."""
     kind = events["kind"]
     work = np.flatnonzero(isin(kind, tuple(_CLASS)))
-    start = events["start_ns"].to_numpy(np.int64)
-    end = events["end_ns"].to_numpy(np.int64)
-    wins_s = windows["start_ns"].to_numpy(np.int64)
-    wins_e = windows["end_ns"].to_numpy(np.int64)
+    start = column_values(events, "start_ns", np.int64)
+    end = column_values(events, "end_ns", np.int64)
+    wins_s = column_values(windows, "start_ns", np.int64)
+    wins_e = column_values(windows, "end_ns", np.int64)
     win = np.searchsorted(wins_s, start[work], side="right") - 1
     ok = win >= 0
     ok[ok] = start[work][ok] < wins_e[win[ok]]
@@ -78,8 +78,8 @@ def rank_graph(events: pd.DataFrame, windows: pd.DataFrame, stream_waits: Mappin
                          _edge_frame(*(np.empty(0, np.int64),) * 3, np.empty(0, dtype=object)))
     kind_codes, kind_names = codes_names(kind)
     cls = np.array([_CLASS.get(k, "") for k in kind_names], dtype=object)[kind_codes[work]]
-    lane_codes, lane_names = codes_names(events["lane"])
-    name_codes, names = codes_names(events["name"])
+    lane_codes, lane_names = codes_names(column_values(events, "lane"))
+    name_codes, names = codes_names(column_values(events, "name"))
     lane = lane_codes[work]
     is_comm = cls == "comm"
     # Merge non-comm rows per (window, lane, class): a new node where the key changes or a start lies
@@ -105,17 +105,17 @@ def rank_graph(events: pd.DataFrame, windows: pd.DataFrame, stream_waits: Mappin
     scope = launch_scopes(events, comm_rows) if comm_rows.any() else pass_
     if comm_rows.any():
         pass_[comm_rows] = _pass_of(events, np.flatnonzero(comm_rows))
-    coll_codes, colls = codes_names(events["collective"])
-    group_codes, groups = codes_names(events["group"])
-    launch_lane_codes, launch_lane_names = codes_names(events["launch_lane"])
+    coll_codes, colls = codes_names(column_values(events, "collective"))
+    group_codes, groups = codes_names(column_values(events, "group"))
+    launch_lane_codes, launch_lane_names = codes_names(column_values(events, "launch_lane"))
     # the solver's order: window, lane, start (compute and copy nodes of one lane interleave)
     at = np.lexsort((node_end, s[first], lane[first], win[first]))
     first, rows, node_end = first[at], rows[at], node_end[at]
     node_comm = is_comm[first]
     nodes = {
-        "win": win[first].astype(np.int64), "step": windows["step"].to_numpy(np.int64)[win[first]],
+        "win": win[first].astype(np.int64), "step": column_values(windows, "step", np.int64)[win[first]],
         "lane": lane_names[lane[first]], "cls": cls[first], "start_ns": s[first], "end_ns": node_end,
-        "launch_ns": events["launch_ns"].to_numpy(np.int64)[rows],
+        "launch_ns": column_values(events, "launch_ns", np.int64)[rows],
         "launch_lane": launch_lane_names[launch_lane_codes[rows]],
         "label": names[name_codes[rows]],
         "collective": np.where(node_comm, colls[coll_codes[rows]], ""),

@@ -32,7 +32,7 @@ import pandas as pd
 from ..core import intervals as iv
 from .clock import ClockOffsets, estimate_offsets
 from ..core.codes import codes_names, isin, per_name, shared_codes, str_codes
-from ..core.frames import built_once
+from ..core.frames import column_values, built_once
 
 P2P = ("send", "recv")
 # torch's ProcessGroupNCCL names p2p ops by the group ranks of both ends.
@@ -71,32 +71,33 @@ class Matched(NamedTuple):
 def comm_rows(events: pd.DataFrame) -> pd.DataFrame:
     """The comm events of one rank's table with their launching op and order key (COMM_COLUMNS)."""
     # Strings are decided per distinct name (categorical codes), never per event.
-    rows = np.flatnonzero(isin(events["kind"], ("comm",)))
+    rows = np.flatnonzero(isin(column_values(events, "kind"), ("comm",)))
     if rows.size == 0:  # a rank without comm: the same frame, empty, built once
         no_ints, no_text = np.empty(0, np.int64), np.empty(0, object)
         return built_once("comm_rows", lambda: _comm_frame(no_ints, no_ints, no_text, no_text, no_text,
                                                            *[no_ints] * 6, np.empty(0, bool)))
-    name_codes, names = codes_names(events["name"])
+    name_codes, names = codes_names(column_values(events, "name"))
     # The ranges that name the operation torch performed (role comm_op: nccl:*, c10d::*).
-    ann = np.flatnonzero(isin(events["role"], ("comm_op",)))
-    launch_ns = events["launch_ns"].to_numpy(np.int64)[rows]
-    lane, launch_lane = shared_codes(events["lane"], events["launch_lane"])
+    ann = np.flatnonzero(isin(column_values(events, "role"), ("comm_op",)))
+    launch_ns = column_values(events, "launch_ns", np.int64)[rows]
+    lane, launch_lane = shared_codes(column_values(events, "lane"), column_values(events, "launch_lane"))
     found = iv.innermost_containing(
-        lane[ann], events["start_ns"].to_numpy(np.int64)[ann],
-        events["end_ns"].to_numpy(np.int64)[ann], launch_lane[rows], launch_ns)
+        lane[ann], column_values(events, "start_ns", np.int64)[ann],
+        column_values(events, "end_ns", np.int64)[ann], launch_lane[rows], launch_ns)
     op = np.where(found >= 0, names[name_codes[ann[np.maximum(found, 0)]]] if ann.size else "", "")
-    start = events["start_ns"].to_numpy(np.int64)[rows]
-    group_codes, groups = codes_names(events["group"])
-    coll_codes, colls = codes_names(events["collective"])
-    return _comm_frame(events["rank"].to_numpy(np.int64)[rows], rows.astype(np.int64),
+    start = column_values(events, "start_ns", np.int64)[rows]
+    group_codes, groups = codes_names(column_values(events, "group"))
+    coll_codes, colls = codes_names(column_values(events, "collective"))
+    return _comm_frame(column_values(events, "rank", np.int64)[rows], rows.astype(np.int64),
                        groups[group_codes[rows]], colls[coll_codes[rows]], op.astype(object),
-                       events["bytes"].to_numpy(np.int64)[rows], events["seq"].to_numpy(np.int64)[rows], start,
-                       events["end_ns"].to_numpy(np.int64)[rows],
+                       column_values(events, "bytes", np.int64)[rows], column_values(events, "seq", np.int64)[rows],
+                       start,
+                       column_values(events, "end_ns", np.int64)[rows],
                        # Issue order: the launch on the CPU (same program order on every rank), else the start.
                        np.where(launch_ns >= 0, launch_ns, start),
-                       events["step"].to_numpy(np.int64)[rows],
+                       column_values(events, "step", np.int64)[rows],
                        # On a device stream (NCCL): a p2p kernel spins until its peer's runs, so both end together.
-                       per_name(events["lane"], lambda n: n.startswith("stream:"), dtype=bool)[rows])
+                       per_name(column_values(events, "lane"), lambda n: n.startswith("stream:"), dtype=bool)[rows])
 
 
 def _comm_frame(rank, row, group, collective, op, bytes_, seq, start, end, order_ns, step, device) -> pd.DataFrame:
@@ -140,7 +141,7 @@ def stream_keys(comm: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     p2p = np.isin(coll_names, P2P)[c]
     if p2p.any():
         group, coll = group_names[g], coll_names[c]
-        rank = comm["rank"].to_numpy(np.int64)
+        rank = column_values(comm, "rank", np.int64)
         op_src, op_dst = op_peers(comm["op"].to_numpy(object))
         for g in np.unique(group[p2p]):
             sel = p2p & (group == g)
@@ -215,7 +216,7 @@ def _match_by_seq_or_order(comm: pd.DataFrame, key: str, sub: pd.DataFrame, pend
     if sub["rank"].nunique() < 2:
         comm.loc[sub.index, "reason"] = "no other rank has this collective"
         return
-    seq = sub["seq"].to_numpy()
+    seq = column_values(sub, "seq")
     if (seq >= 0).all() and "|p2p|" in key:
         # torch's p2p Seq counts every p2p op of a rank in the group (seqP2P_), so a send's number is
         # not its recv's: Seq orders each rank's ops of this direction, the k-th pairs with the k-th.
@@ -238,7 +239,7 @@ def _match_by_seq_or_order(comm: pd.DataFrame, key: str, sub: pd.DataFrame, pend
     nbytes = nbytes.where(nbytes >= 0)
     sizes_agree = bool((nbytes.groupby(sub["pos"]).nunique() <= 1).all())
     if counts.nunique() == 1 and sizes_agree:
-        comm.loc[sub.index, "label"] = sub["pos"].to_numpy()
+        comm.loc[sub.index, "label"] = column_values(sub, "pos")
         comm.loc[sub.index, "match"] = "order"
     else:
         pending.append(key)
@@ -247,15 +248,15 @@ def _match_by_seq_or_order(comm: pd.DataFrame, key: str, sub: pd.DataFrame, pend
 def _comparable_bytes(rows: pd.DataFrame) -> np.ndarray:
     """Sizes that must agree across the ranks of one collective; -1 (unknown) for all-to-alls, whose
     input sizes differ per rank by design (all_to_allv: each rank sends what its tokens need)."""
-    return np.where(rows["collective"].to_numpy(object) == "all_to_all", -1, rows["bytes"].to_numpy(np.int64))
+    return np.where(rows["collective"].to_numpy(object) == "all_to_all", -1, column_values(rows, "bytes", np.int64))
 
 
 def _instances(comm: pd.DataFrame) -> pd.DataFrame:
     """Matched ends that tie clocks together: CPU p2p is left out (gloo's eager send ends before its
     recv starts); NCCL p2p kernels end together, so they align pipeline-only runs."""
     m = comm[(comm["label"].to_numpy() >= 0) & ~(_is_p2p(comm) & ~on_device(comm))]
-    return pd.DataFrame({"instance": _instance_ids(m), "rank": m["rank"].to_numpy(),
-                         "start_ns": m["start_ns"].to_numpy(), "end_ns": m["end_ns"].to_numpy()})
+    return pd.DataFrame({"instance": _instance_ids(m), "rank": column_values(m, "rank"),
+                         "start_ns": column_values(m, "start_ns"), "end_ns": column_values(m, "end_ns")})
 
 
 def _instance_ids(m: pd.DataFrame) -> np.ndarray:
@@ -287,7 +288,7 @@ def _impossible_keys(comm: pd.DataFrame, offsets: Mapping[int, int]) -> list[str
     if m.empty:
         return []
     off = m["rank"].map(offsets).fillna(0).to_numpy(np.int64)
-    aligned = m.assign(s=m["start_ns"].to_numpy() + off, e=m["end_ns"].to_numpy() + off)
+    aligned = m.assign(s=column_values(m, "start_ns") + off, e=column_values(m, "end_ns") + off)
     per = aligned.groupby(["key", "label"]).agg(last_start=("s", "max"), first_end=("e", "min"))
     bad = per[per["last_start"] > per["first_end"]]
     return sorted(set(bad.index.get_level_values("key")))
@@ -299,15 +300,15 @@ def _match_by_time(comm: pd.DataFrame, key: str, offsets: Mapping[int, int], con
     ref = int(counts[counts == counts.max()].index.min())
     a = sub[sub["rank"] == ref]
     a_off = offsets.get(ref, 0)
-    a_s, a_e = a["start_ns"].to_numpy() + a_off, a["end_ns"].to_numpy() + a_off
+    a_s, a_e = column_values(a, "start_ns") + a_off, column_values(a, "end_ns") + a_off
     order = np.argsort(a_e, kind="stable")
     a_idx, a_s, a_e, a_b = a.index.to_numpy()[order], a_s[order], a_e[order], _comparable_bytes(a)[order]
-    a_pos = a["pos"].to_numpy()[order]
+    a_pos = column_values(a, "pos")[order]
     partnered = np.zeros(a_idx.size, dtype=bool)
     for r, b in sub[sub["rank"] != ref].groupby("rank"):
         off = offsets.get(int(r), 0)
-        b = b.iloc[np.argsort(b["end_ns"].to_numpy(), kind="stable")]
-        b_s, b_e = b["start_ns"].to_numpy() + off, b["end_ns"].to_numpy() + off
+        b = b.iloc[np.argsort(column_values(b, "end_ns"), kind="stable")]
+        b_s, b_e = column_values(b, "start_ns") + off, column_values(b, "end_ns") + off
         j = _nearest(a_e, b_e)          # ref event nearest to each b
         i_of_j = _nearest(b_e, a_e)     # b event nearest to each ref event
         mutual = i_of_j[j] == np.arange(b_e.size)

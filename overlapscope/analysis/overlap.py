@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..core.frames import frame_of
+from ..core.frames import column_values, frame_of
 from ..core import intervals as iv
 from ..core.codes import isin
 from .result import OVERLAP_COLUMNS
@@ -17,18 +17,18 @@ from .result import OVERLAP_COLUMNS
 
 def lane_sets(events: pd.DataFrame) -> dict[str, iv.Intervals]:
     """Merged compute, comm and copy (memcpy + memset) sets of one rank's event table."""
-    start = events["start_ns"].to_numpy(np.int64)
-    end = events["end_ns"].to_numpy(np.int64)
+    start = column_values(events, "start_ns", np.int64)
+    end = column_values(events, "end_ns", np.int64)
 
     def of(*kinds: str) -> iv.Intervals:
-        sel = isin(events["kind"], kinds)
+        sel = isin(column_values(events, "kind"), kinds)
         return iv.merge(start[sel], end[sel])
 
     return {"compute": of("compute"), "comm": of("comm"), "copy": of("memcpy", "memset")}
 
 
 def window_set(windows: pd.DataFrame) -> iv.Intervals:
-    return iv.Intervals(windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64))
+    return iv.Intervals(column_values(windows, "start_ns", np.int64), column_values(windows, "end_ns", np.int64))
 
 
 def overlap_by_step(events: pd.DataFrame, windows: pd.DataFrame, *,
@@ -48,7 +48,7 @@ def overlap_by_step(events: pd.DataFrame, windows: pd.DataFrame, *,
         return iv.sum_by_window(seg, mask, n)
 
     columns = {
-        "step": windows["step"].to_numpy(np.int32),
+        "step": column_values(windows, "step", np.int32),
         "window_start_ns": wins.starts,
         "window_end_ns": wins.ends,
         "window_ns": wins.ends - wins.starts,

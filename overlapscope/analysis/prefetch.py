@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.codes import codes_names, isin, shared_codes
-from ..core.frames import empty_frame
+from ..core.frames import column_values, empty_frame
 from ..core.roles import FSDP_ROLES, fsdp_label
 from .overlap import lane_sets
 
@@ -38,15 +38,16 @@ def _labels(events: pd.DataFrame, lane: np.ndarray) -> pd.DataFrame:
     """FSDP ranges (the rows whose `role` is an FSDP unit phase): label (the role: fsdp_all_gather,
     fsdp_copy_out, fsdp_pre_forward, fsdp_pre_backward), unit, lane (the code of `lane`, one code per
     thread), start, end. Units are parsed once per distinct name."""
-    sel = np.flatnonzero(isin(events["role"], FSDP_ROLES))
-    codes, names = codes_names(events["name"])
+    sel = np.flatnonzero(isin(column_values(events, "role"), FSDP_ROLES))
+    codes, names = codes_names(column_values(events, "name"))
     unit_u = np.array([fsdp_label(n if isinstance(n, str) else "nan")[1] for n in names], dtype=object)
-    role_codes, roles = codes_names(events["role"])
+    role_codes, roles = codes_names(column_values(events, "role"))
     return pd.DataFrame({
         "label": roles[role_codes[sel]],
         "unit": unit_u[codes[sel]],
         "lane": lane[sel],
-        "start_ns": events["start_ns"].to_numpy(np.int64)[sel], "end_ns": events["end_ns"].to_numpy(np.int64)[sel],
+        "start_ns": column_values(events, "start_ns", np.int64)[sel],
+        "end_ns": column_values(events, "end_ns", np.int64)[sel],
     })
 
 
@@ -68,23 +69,23 @@ def _latest_before(keys: np.ndarray, times: np.ndarray, q_keys: np.ndarray, q_ti
 def prefetch_gaps(events: pd.DataFrame, windows: pd.DataFrame, *,
                   sets: dict[str, iv.Intervals] | None = None) -> pd.DataFrame:
     """One row per (unit, pass, use) of one rank: PREFETCH_COLUMNS. sets: `lane_sets(events)` when known."""
-    if not isin(events["role"], FSDP_ROLES).any():
+    if not isin(column_values(events, "role"), FSDP_ROLES).any():
         return _empty()  # no FSDP ranges (most ranks of most runs): skip the joins' set-up
     # Threads as codes shared by lane and launch_lane: the joins below compare them only.
-    lane, launch_lane = shared_codes(events["lane"], events["launch_lane"])
+    lane, launch_lane = shared_codes(column_values(events, "lane"), column_values(events, "launch_lane"))
     labels = _labels(events, lane)
     rank = int(events["rank"].iloc[0]) if len(events) else -1
     ag = labels[labels["label"] == "fsdp_all_gather"].reset_index(drop=True)
     use = labels[labels["label"].isin(["fsdp_pre_forward", "fsdp_pre_backward"])].reset_index(drop=True)
     if ag.empty or use.empty:
         return _empty()
-    start = events["start_ns"].to_numpy(np.int64)
-    end = events["end_ns"].to_numpy(np.int64)
-    launch = events["launch_ns"].to_numpy(np.int64)
+    start = column_values(events, "start_ns", np.int64)
+    end = column_values(events, "end_ns", np.int64)
+    launch = column_values(events, "launch_ns", np.int64)
 
     # The comm launched inside each all-gather range (innermost among those ranges).
-    comm = np.flatnonzero(isin(events["kind"], ("comm",)))
-    owner = iv.innermost_containing(ag["lane"].to_numpy(), ag["start_ns"].to_numpy(), ag["end_ns"].to_numpy(),
+    comm = np.flatnonzero(isin(column_values(events, "kind"), ("comm",)))
+    owner = iv.innermost_containing(ag["lane"].to_numpy(), column_values(ag, "start_ns"), column_values(ag, "end_ns"),
                                     launch_lane[comm], launch[comm])
     hit = owner >= 0
     per_ag = pd.DataFrame({"ag": owner[hit], "s": start[comm][hit], "e": end[comm][hit]}).groupby("ag").agg(
@@ -92,23 +93,23 @@ def prefetch_gaps(events: pd.DataFrame, windows: pd.DataFrame, *,
     ag = ag.join(per_ag, how="inner")
 
     # The all-gather a use consumes: the unit's latest all-gather range that began before the use ended.
-    chosen = _latest_before(ag["unit"].to_numpy(), ag["start_ns"].to_numpy(),
-                            use["unit"].to_numpy(), use["end_ns"].to_numpy())
+    chosen = _latest_before(ag["unit"].to_numpy(), column_values(ag, "start_ns"),
+                            use["unit"].to_numpy(), column_values(use, "end_ns"))
     use, chosen = use[chosen >= 0].reset_index(drop=True), chosen[chosen >= 0]
     a = ag.iloc[chosen].reset_index(drop=True)
 
     # Where the copy-out compute is searched: the copy-out range inside the use, else after the issue.
     co = labels[labels["label"] == "fsdp_copy_out"].reset_index(drop=True)
-    c_idx = _latest_before(co["unit"].to_numpy(), co["start_ns"].to_numpy(),
-                           use["unit"].to_numpy(), use["end_ns"].to_numpy())
+    c_idx = _latest_before(co["unit"].to_numpy(), column_values(co, "start_ns"),
+                           use["unit"].to_numpy(), column_values(use, "end_ns"))
     has_co = c_idx >= 0
-    has_co[has_co] = co["start_ns"].to_numpy()[c_idx[has_co]] >= use["start_ns"].to_numpy()[has_co]
-    lo = np.maximum(use["start_ns"].to_numpy(), np.where(a["start_ns"] >= use["start_ns"], a["end_ns"], 0))
-    hi = use["end_ns"].to_numpy().copy()
-    lo[has_co] = co["start_ns"].to_numpy()[c_idx[has_co]]
-    hi[has_co] = co["end_ns"].to_numpy()[c_idx[has_co]]
+    has_co[has_co] = column_values(co, "start_ns")[c_idx[has_co]] >= column_values(use, "start_ns")[has_co]
+    lo = np.maximum(column_values(use, "start_ns"), np.where(a["start_ns"] >= use["start_ns"], a["end_ns"], 0))
+    hi = column_values(use, "end_ns").copy()
+    lo[has_co] = column_values(co, "start_ns")[c_idx[has_co]]
+    hi[has_co] = column_values(co, "end_ns")[c_idx[has_co]]
 
-    compute = np.flatnonzero(isin(events["kind"], ("compute",)) & (end > start))
+    compute = np.flatnonzero(isin(column_values(events, "kind"), ("compute",)) & (end > start))
     first = _latest_before(launch_lane[compute], -launch[compute], use["lane"].to_numpy(), -lo, side="right")
     # _latest_before on negated times finds the earliest launch >= lo.
     ok = first >= 0
@@ -119,7 +120,7 @@ def prefetch_gaps(events: pd.DataFrame, windows: pd.DataFrame, *,
     c_set = (sets or lane_sets(events))["compute"]
     ends_sorted = np.sort(end[compute])
     k = np.searchsorted(ends_sorted, first_ns, side="right") - 1
-    w_start = windows["start_ns"].to_numpy(np.int64)
+    w_start = column_values(windows, "start_ns", np.int64)
     w_idx = np.clip(np.searchsorted(w_start, first_ns, side="right") - 1, 0, None)
     prev_end = np.maximum(np.where(k >= 0, ends_sorted[np.maximum(k, 0)], w_start[w_idx]), w_start[w_idx])
     ag_end = a["ag_end"].to_numpy(np.int64)
@@ -128,7 +129,8 @@ def prefetch_gaps(events: pd.DataFrame, windows: pd.DataFrame, *,
     gap = (gap_end - prev_end) - iv.overlap_lengths(prev_end, gap_end, c_set)
     out = pd.DataFrame({
         "rank": np.full(len(use), rank, dtype=np.int64),
-        "step": windows["step"].to_numpy(np.int64)[w_idx] if len(windows) else events["step"].to_numpy()[first],
+        "step": column_values(windows, "step", np.int64)[w_idx] if len(windows) else
+        column_values(events, "step")[first],
         "unit": use["unit"].to_numpy(object),
         "pass": np.where(use["label"].to_numpy() == "fsdp_pre_forward", "forward", "backward").astype(object),
         "prefetch_gap_ns": gap.astype(np.int64),
@@ -139,7 +141,7 @@ def prefetch_gaps(events: pd.DataFrame, windows: pd.DataFrame, *,
         "prev_end_ns": prev_end,
         # Issued before the unit's own pre-forward/pre-backward began: by a prefetch (FSDP's
         # forward/backward prefetch or an explicit unshard), not on demand when the unit ran.
-        "prefetched": a["start_ns"].to_numpy(np.int64) < use["start_ns"].to_numpy(np.int64),
+        "prefetched": column_values(a, "start_ns", np.int64) < column_values(use, "start_ns", np.int64),
     })
     return out.sort_values("first_compute_ns", kind="stable").reset_index(drop=True)
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.codes import isin
-from ..core.frames import empty_frame
+from ..core.frames import column_values, empty_frame
 from .breakdown import launch_scopes
 from .overlap import lane_sets, window_set
 
@@ -43,16 +43,16 @@ def ring_attention_part(events: pd.DataFrame, windows: pd.DataFrame, scopes: np.
     step's attention time and the part of its comm that this attention hid. scopes: the launch
     scope of each comm row (breakdown.launch_scopes); the compute rows' scopes are found here, and
     only on a rank with ring labels."""
-    comm = isin(events["kind"], ("comm",))
+    comm = isin(column_values(events, "kind"), ("comm",))
     keys = np.unique(np.asarray(scopes, dtype=object)[comm].astype(str))
     keys = [k for k in keys if (m := RING_LABEL.match(k)) and not m.group(3)]
     if not keys or windows.empty:
         return empty_frame(PART_COLUMNS, {"key": object})
     compute = (sets or lane_sets(events))["compute"]
     inside = iv.merge(*window_set(windows))
-    win_starts = windows["start_ns"].to_numpy(np.int64)
-    start, end = events["start_ns"].to_numpy(np.int64), events["end_ns"].to_numpy(np.int64)
-    is_compute = isin(events["kind"], ("compute",))
+    win_starts = column_values(windows, "start_ns", np.int64)
+    start, end = column_values(events, "start_ns", np.int64), column_values(events, "end_ns", np.int64)
+    is_compute = isin(column_values(events, "kind"), ("compute",))
     compute_scope = launch_scopes(events, is_compute)
     scope_of = np.asarray(scopes, dtype=object)
     frames = []
@@ -61,7 +61,7 @@ def ring_attention_part(events: pd.DataFrame, windows: pd.DataFrame, scopes: np.
         attn_rows = is_compute & (compute_scope == key + ATTN_SUFFIX)
         a_k = iv.merge(start[attn_rows], end[attn_rows])
         frames.append(pd.DataFrame({
-            "step": windows["step"].to_numpy(np.int64), "key": key,
+            "step": column_values(windows, "step", np.int64), "key": key,
             "attn_ns": _per_window(a_k, inside, win_starts),
             "hidden_by_attn_ns": _per_window(iv.intersect(iv.intersect(m_k, compute), a_k), inside, win_starts)}))
     return pd.concat(frames, ignore_index=True)[list(PART_COLUMNS)]
@@ -80,12 +80,12 @@ def ring_steps(by_key_steps: pd.DataFrame, parts: pd.DataFrame) -> pd.DataFrame:
         return empty
     sub, parsed = scoped[hit], parsed[hit]
     out = pd.DataFrame({
-        "rank": sub["rank"].to_numpy(np.int64), "step": sub["step"].to_numpy(np.int64),
+        "rank": column_values(sub, "rank", np.int64), "step": column_values(sub, "step", np.int64),
         "key": sub["key"].astype(str).to_numpy(object),
         "layer": parsed[0].astype(np.int64).to_numpy(), "ring_step": parsed[1].astype(np.int64).to_numpy(),
         "pass": np.where(parsed[2].isna().to_numpy(), "forward", "backward").astype(object),
-        "count": sub["count"].to_numpy(np.int64), "comm_ns": sub["comm_ns"].to_numpy(np.int64),
-        "exposed_comm_ns": sub["exposed_comm_ns"].to_numpy(np.int64)})
+        "count": column_values(sub, "count", np.int64), "comm_ns": column_values(sub, "comm_ns", np.int64),
+        "exposed_comm_ns": column_values(sub, "exposed_comm_ns", np.int64)})
     out["hidden_ns"] = out["comm_ns"] - out["exposed_comm_ns"]
     if len(parts):
         out = out.merge(parts.astype({"rank": np.int64, "step": np.int64}), on=["rank", "step", "key"], how="left")

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.codes import codes_names, isin, per_name
+from ..core.frames import column_values
 
 NO_OVERLAP_FRACTION = 0.05
 
@@ -22,18 +23,18 @@ def comm_on_compute_lanes(events: pd.DataFrame, compute: iv.Intervals | None = N
     when every collective has a stream of its own, as NCCL normally does.
     """
     # Lanes decided per distinct lane (categorical codes), not per event.
-    lane, lane_names = codes_names(events["lane"])
-    on_stream = per_name(events["lane"], lambda n: n.startswith("stream:"), dtype=bool)
+    lane, lane_names = codes_names(column_values(events, "lane"))
+    on_stream = per_name(column_values(events, "lane"), lambda n: n.startswith("stream:"), dtype=bool)
     compute_lane = np.zeros(lane_names.size, dtype=bool)
-    compute_lane[lane[on_stream & isin(events["kind"], ("compute",))]] = True
-    comm = np.flatnonzero(on_stream & isin(events["kind"], ("comm",)) & compute_lane[lane])
+    compute_lane[lane[on_stream & isin(column_values(events, "kind"), ("compute",))]] = True
+    comm = np.flatnonzero(on_stream & isin(column_values(events, "kind"), ("comm",)) & compute_lane[lane])
     if comm.size == 0:
         return pd.DataFrame({"lane": [], "comm_count": np.array([], np.int64), "comm_ns": np.array([], np.int64),
                              "overlapped_ns": np.array([], np.int64)})
-    start = events["start_ns"].to_numpy(np.int64)
-    end = events["end_ns"].to_numpy(np.int64)
+    start = column_values(events, "start_ns", np.int64)
+    end = column_values(events, "end_ns", np.int64)
     if compute is None:
-        sel = isin(events["kind"], ("compute",))
+        sel = isin(column_values(events, "kind"), ("compute",))
         compute = iv.merge(start[sel], end[sel])
     # Kernels of one stream never overlap each other: per-kernel overlaps add up without double counting.
     out = pd.DataFrame({"lane": lane_names[lane[comm]], "dur": end[comm] - start[comm],

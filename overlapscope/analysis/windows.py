@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
-from ..core.frames import frame_of
+from ..core.frames import column_values, frame_of
 from ..core.table import RankTrace
 from ..core.codes import isin
 
@@ -37,7 +37,7 @@ def windows_and_partial(trace: RankTrace, *, no_steps: bool = False) -> tuple[pd
     ev = trace.events
     # Only the columns the windows need, from NumPy (a pandas selection of columns, then of rows,
     # costs ~0.6 ms a rank: its labels are built as Arrow strings each time).
-    busy = isin(ev["kind"], WORK_KINDS)
+    busy = isin(column_values(ev, "kind"), WORK_KINDS)
     work = frame_of({c: ev[c].to_numpy()[busy] for c in ("step", "start_ns", "end_ns")})
     if work.empty:
         raise TraceError("no device or CPU activity (no kernels, memcpy, compute or comm events)", trace.source)
@@ -56,11 +56,11 @@ def _complete_steps(work: pd.DataFrame, trace: RankTrace) -> tuple[pd.DataFrame,
     was cut short and later ones may hold nothing. Analyze the steps before the last that hold
     work; say which they are, and which are not (the report says which steps are missing)."""
     steps = trace.steps.sort_values("start_ns", kind="stable")
-    numbers = steps["step"].to_numpy()
-    starts, ends = steps["start_ns"].to_numpy(np.int64), steps["end_ns"].to_numpy(np.int64)
-    ws, we = np.sort(work["start_ns"].to_numpy(np.int64)), np.sort(work["end_ns"].to_numpy(np.int64))
+    numbers = column_values(steps, "step")
+    starts, ends = column_values(steps, "start_ns", np.int64), column_values(steps, "end_ns", np.int64)
+    ws, we = np.sort(column_values(work, "start_ns", np.int64)), np.sort(column_values(work, "end_ns", np.int64))
     if trace.device == "gpu":
-        has_work = np.isin(numbers, work["step"].to_numpy())
+        has_work = np.isin(numbers, column_values(work, "step"))
     else:
         has_work = np.searchsorted(ws, ends, side="left") - np.searchsorted(we, starts, side="right") > 0
     keep = has_work.copy()
@@ -76,14 +76,15 @@ def _complete_steps(work: pd.DataFrame, trace: RankTrace) -> tuple[pd.DataFrame,
     if not keep.any():
         raise TraceError("stopped before its capture ended (run manifest: complete false) and has no whole step "
                          "to analyze", trace.source)
-    work = work.assign(step=np.where(np.isin(work["step"].to_numpy(), numbers[keep]), work["step"].to_numpy(), -1))
+    step = column_values(work, "step")
+    work = work.assign(step=np.where(np.isin(step, numbers[keep]), step, -1))
     return work, dataclasses.replace(trace, steps=steps[keep].reset_index(drop=True)), partial
 
 
 def _device_windows(work: pd.DataFrame, trace: RankTrace) -> pd.DataFrame:
     # W_s = [first device start launched in s, first device start launched in s+1); the last
     # window ends at the end of the last device event launched in it.
-    step = work["step"].to_numpy()
+    step = column_values(work, "step")
     in_step = step >= 0
     if not in_step.any():
         raise TraceError("no device work was launched inside any step range "
@@ -92,13 +93,13 @@ def _device_windows(work: pd.DataFrame, trace: RankTrace) -> pd.DataFrame:
     numbers, which = np.unique(step[in_step], return_inverse=True)
     firsts = np.full(numbers.size, np.iinfo(np.int64).max, dtype=np.int64)
     last_ends = np.full(numbers.size, np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(firsts, which, work["start_ns"].to_numpy(np.int64)[in_step])
-    np.maximum.at(last_ends, which, work["end_ns"].to_numpy(np.int64)[in_step])
+    np.minimum.at(firsts, which, column_values(work, "start_ns", np.int64)[in_step])
+    np.maximum.at(last_ends, which, column_values(work, "end_ns", np.int64)[in_step])
     order = np.argsort(firsts, kind="stable")
     numbers, firsts, last_ends = numbers[order], firsts[order], last_ends[order]
     # A step range that launched no device work has no device window (real traces end with one: the
     # range the profiler opened for a step it then stopped in). Said, never silently skipped.
-    idle = np.setdiff1d(trace.steps["step"].to_numpy(), numbers)
+    idle = np.setdiff1d(column_values(trace.steps, "step"), numbers)
     if idle.size:
         log.warning("%s: step%s %s launched no device work (no kernel, memcpy or memset launched inside the "
                     "range); left out", trace.source, "s" if idle.size > 1 else "", ", ".join(map(str, idle[:8])))
@@ -108,15 +109,15 @@ def _device_windows(work: pd.DataFrame, trace: RankTrace) -> pd.DataFrame:
 
 def _cpu_windows(work: pd.DataFrame, trace: RankTrace) -> pd.DataFrame:
     steps = trace.steps.sort_values("start_ns")
-    starts = steps["start_ns"].to_numpy(np.int64)
-    ends = steps["end_ns"].to_numpy(np.int64)
+    starts = column_values(steps, "start_ns", np.int64)
+    ends = column_values(steps, "end_ns", np.int64)
     # A step range with no work inside is a broken trace, not a fast step.
     # events overlapping [start, end) = #(start_ns < end) - #(end_ns <= start)
-    started = np.searchsorted(np.sort(work["start_ns"].to_numpy(np.int64)), ends, side="left")
-    finished = np.searchsorted(np.sort(work["end_ns"].to_numpy(np.int64)), starts, side="right")
+    started = np.searchsorted(np.sort(column_values(work, "start_ns", np.int64)), ends, side="left")
+    finished = np.searchsorted(np.sort(column_values(work, "end_ns", np.int64)), starts, side="right")
     overlapping = started - finished
     empty = overlapping <= 0
     if empty.any():
-        bad = steps["step"].to_numpy()[empty]
+        bad = column_values(steps, "step")[empty]
         raise TraceError(f"step {int(bad[0])} has no compute or communication events", trace.source)
-    return _frame(steps["step"].to_numpy(), starts, ends)
+    return _frame(column_values(steps, "step"), starts, ends)

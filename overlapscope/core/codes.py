@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 
 
-def codes_names(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+def codes_names(column: pd.Series | pd.Categorical) -> tuple[np.ndarray, np.ndarray]:
     """(codes, names) with names[codes] equal to `column.astype(str).to_numpy()`, element for element.
+    column: a Series, or a column's values (frames.column_values: a Categorical, an array).
 
     names is an object array of Python str; its last entry is NaN, which code -1 (a missing value)
     indexes, as astype(str) keeps a missing value missing.
@@ -21,7 +22,10 @@ def codes_names(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(column.dtype, pd.CategoricalDtype):
         # .array.codes, not .cat.codes (a new Series each call: ~20x the cost); the names are
         # computed once per categories Index, which every slice of the table shares
-        return column.array.codes.astype(np.intp), _category_names(column.dtype.categories)
+        codes = column.array.codes if isinstance(column, pd.Series) else column.codes
+        return codes.astype(np.intp), _category_names(column.dtype.categories)
+    if not isinstance(column, pd.Series):
+        column = pd.Series(column, copy=False)
     codes, cats = pd.factorize(column.astype(str).to_numpy(dtype=object))
     return codes.astype(np.intp), _with_nan(np.asarray(cats, dtype=object))
 
@@ -53,13 +57,13 @@ def category_strings(categories: pd.Index) -> np.ndarray:
     return _category_names(categories)[:-1]
 
 
-def as_str(column: pd.Series) -> np.ndarray:
+def as_str(column: pd.Series | pd.Categorical) -> np.ndarray:
     """`column.astype(str).to_numpy()` (object array of str) without the per-row Arrow round trip."""
     codes, names = codes_names(column)
     return names[codes]
 
 
-def shared_codes(a: pd.Series, b: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+def shared_codes(a: pd.Series | pd.Categorical, b: pd.Series | pd.Categorical) -> tuple[np.ndarray, np.ndarray]:
     """Integer codes of two string columns in one code space: equal codes <=> equal strings.
 
     Missing values get codes that equal nothing (NaN equals nothing), -1 in `a` and -2 in `b`.
@@ -93,14 +97,14 @@ def _b_into_a(a_names: np.ndarray, b_names: np.ndarray) -> np.ndarray:
     return out
 
 
-def isin(column: pd.Series, values: tuple[str, ...] | list[str] | set[str]) -> np.ndarray:
+def isin(column: pd.Series | pd.Categorical, values: tuple[str, ...] | list[str] | set[str]) -> np.ndarray:
     """Boolean per row: is the row's string one of `values` (decided once per distinct name)."""
     codes, names = codes_names(column)
     wanted = set(values)
     return np.fromiter((n in wanted for n in names), dtype=bool, count=names.size)[codes]
 
 
-def per_name(column: pd.Series, fn, dtype=object) -> np.ndarray:
+def per_name(column: pd.Series | pd.Categorical, fn, dtype=object) -> np.ndarray:
     """fn(name) for each row's string, calling fn once per distinct name (missing rows: fn('nan'),
     as for `astype(str)` followed by a string test)."""
     codes, names = codes_names(column)

@@ -19,6 +19,25 @@ import pandas as pd
 
 from . import intervals as iv
 
+def column_values(frame: pd.DataFrame, name: str, dtype: Any = None) -> Any:
+    """frame[name]'s values without building a Series: ~1.5 us against ~15 us for frame[name], which
+    builds a Series and reads its label through Arrow each time (a tiny rank's analyzers read ~85
+    columns: ~18% of its map). A NumPy column comes read-only, as Series.to_numpy gives it under
+    copy-on-write; an extension array (a Categorical, Arrow text) as the Series holds it. dtype: as
+    Series.to_numpy(dtype) (the same array where it has that dtype, else a copy). A missing label
+    raises KeyError, as frame[name] does."""
+    loc = frame.columns.get_loc(name)
+    getter = getattr(frame, "_get_column_array", None)  # pandas internals; another pandas: the Series'
+    if getter is not None and isinstance(loc, (int, np.integer)):
+        values = getter(int(loc))
+        if isinstance(values, np.ndarray) and values.flags.writeable:
+            values = values.view()
+            values.flags.writeable = False  # a view of the frame's block: nobody writes through it
+    else:
+        values = frame[name]._values
+    return values if dtype is None else np.asarray(values, dtype=dtype)
+
+
 _TEMPLATES: dict[tuple, pd.DataFrame] = {}
 
 

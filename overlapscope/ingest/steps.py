@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..core.frames import frame_of
+from ..core.frames import column_values, frame_of
 from ..core.roles import DEFAULT_STEP_PATTERN
 from ..errors import OverlapscopeError
 
@@ -60,8 +60,8 @@ def resolved_steps(steps: pd.DataFrame, source: str = "") -> pd.DataFrame:
     4. Ranges that overlap partly: the earlier ends where the later starts.
     """
     # NumPy on a few arrays (pandas sorts, groupby and duplicated cost ~1.5 ms a rank of fixed overhead).
-    number = steps["step"].to_numpy()
-    start, end = steps["start_ns"].to_numpy(np.int64), steps["end_ns"].to_numpy(np.int64)
+    number = column_values(steps, "step")
+    start, end = column_values(steps, "start_ns", np.int64), column_values(steps, "end_ns", np.int64)
     if number.size == 0:
         return frame_of({"step": number.astype(np.int32), "start_ns": start, "end_ns": end})
     order = np.lexsort((start, number))  # stable: by step, then start
@@ -132,10 +132,10 @@ def steps_at(launch_ns: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
     out = np.full(launch_ns.shape, -1, dtype=np.int32)
     if steps.empty or launch_ns.size == 0:
         return out
-    starts = steps["start_ns"].to_numpy(np.int64)
-    ends = steps["end_ns"].to_numpy(np.int64)
+    starts = column_values(steps, "start_ns", np.int64)
+    ends = column_values(steps, "end_ns", np.int64)
     idx = np.searchsorted(starts, launch_ns, side="right") - 1
     ok = (idx >= 0) & (launch_ns >= 0)
     ok[ok] &= launch_ns[ok] <= ends[idx[ok]]
-    out[ok] = steps["step"].to_numpy(np.int32)[idx[ok]]
+    out[ok] = column_values(steps, "step", np.int32)[idx[ok]]
     return out

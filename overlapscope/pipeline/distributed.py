@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import Analysis, analyze_rank, combine
-from ..core.frames import frame_of
+from ..core.frames import column_values, frame_of
 from ..core.table import RankTrace
 from ..ingest import ReadOptions, assemble, make_run
 from ..ingest.run_manifest import load_manifest, mark_incomplete
@@ -70,7 +70,7 @@ def span_rows(events: pd.DataFrame) -> pd.DataFrame:
     end_ns: all that numbering and checking the ranks of a run reads of a table once it is analyzed
     (ingest.assemble, crossrank's empty-rank test). Whole rows of the event table cost the parent
     ~0.4 ms a rank to unpickle (17 columns, 11 blocks) and the worker ~0.4 ms to cut."""
-    rows = np.unique([int(events["start_ns"].to_numpy().argmin()), int(events["end_ns"].to_numpy().argmax())]) \
+    rows = np.unique([int(column_values(events, "start_ns").argmin()), int(column_values(events, "end_ns").argmax())]) \
         if len(events) else np.empty(0, np.intp)
     return frame_of({c: events[c].to_numpy()[rows] for c in SPAN_COLUMNS})
 
