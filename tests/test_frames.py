@@ -10,7 +10,8 @@ import pytest
 from kineto_builder import KinetoTrace
 from overlapscope.analysis.all_to_all import all_to_all_rows
 from overlapscope.analysis.matching import comm_rows
-from overlapscope.core.frames import (_joined_blocks, built_once, empty_frame, frame_of, stacked_frames,
+from overlapscope.core.codes import codes_names, isin
+from overlapscope.core.frames import (_joined_blocks, built_once, column_values, empty_frame, frame_of, stacked_frames,
                                       with_shared_labels)
 from overlapscope.ingest.kineto import read_kineto
 
@@ -309,3 +310,26 @@ def test_span_rows_are_the_first_and_last_rows_of_rank_start_and_end():
     assert span_rows(events.iloc[[2]]).to_dict("list") == {"rank": [3], "start_ns": [30], "end_ns": [95]}
     empty = span_rows(events.iloc[:0])
     assert len(empty) == 0 and list(empty.dtypes) == list(events[["rank", "start_ns", "end_ns"]].dtypes)
+
+
+def test_column_values_are_the_series_values_read_only():
+    """column_values(frame, c) is frame[c]'s values: a NumPy column read-only (as to_numpy gives it),
+    a categorical as its Categorical, dtype as to_numpy(dtype); a missing label raises KeyError."""
+    frame = frame_of({"start_ns": np.arange(4, dtype=np.int64), "step": np.arange(4, dtype=np.int32),
+                      "kind": pd.Categorical(["comm", "compute", "comm", None])})
+    start = column_values(frame, "start_ns")
+    assert isinstance(start, np.ndarray) and np.array_equal(start, frame["start_ns"].to_numpy())
+    assert not start.flags.writeable and np.shares_memory(start, frame["start_ns"].to_numpy())
+    with pytest.raises(ValueError):
+        start[0] = 7
+    assert frame["start_ns"].tolist() == [0, 1, 2, 3]
+    widened = column_values(frame, "step", np.int64)
+    assert widened.dtype == np.int64 and widened.tolist() == [0, 1, 2, 3]
+    kind = column_values(frame, "kind")
+    assert isinstance(kind, pd.Categorical) and kind.equals(frame["kind"].array)
+    assert isin(kind, ("comm",)).tolist() == isin(frame["kind"], ("comm",)).tolist() == [True, False, True, False]
+    assert codes_names(kind)[0].tolist() == codes_names(frame["kind"])[0].tolist()
+    with pytest.raises(KeyError):
+        column_values(frame, "end_ns")
+    text = pd.DataFrame({"name": ["a", "b"]})
+    assert list(column_values(text, "name")) == ["a", "b"]
