@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.codes import codes_names, isin, per_name
-from ..core.frames import column_values
+from ..core.frames import built_once, column_values
 
 NO_OVERLAP_FRACTION = 0.05
 
@@ -28,9 +28,10 @@ def comm_on_compute_lanes(events: pd.DataFrame, compute: iv.Intervals | None = N
     compute_lane = np.zeros(lane_names.size, dtype=bool)
     compute_lane[lane[on_stream & isin(column_values(events, "kind"), ("compute",))]] = True
     comm = np.flatnonzero(on_stream & isin(column_values(events, "kind"), ("comm",)) & compute_lane[lane])
-    if comm.size == 0:
-        return pd.DataFrame({"lane": [], "comm_count": np.array([], np.int64), "comm_ns": np.array([], np.int64),
-                             "overlapped_ns": np.array([], np.int64)})
+    if comm.size == 0:  # most ranks: the same frame, empty, built once (pandas' constructor: ~0.15 ms)
+        return built_once("comm_on_compute_lanes", lambda: pd.DataFrame({
+            "lane": [], "comm_count": np.array([], np.int64), "comm_ns": np.array([], np.int64),
+            "overlapped_ns": np.array([], np.int64)}))
     start = column_values(events, "start_ns", np.int64)
     end = column_values(events, "end_ns", np.int64)
     if compute is None:
