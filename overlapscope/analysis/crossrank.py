@@ -40,7 +40,8 @@ def rank_parts(events: pd.DataFrame, windows: pd.DataFrame, *,
     spans and stage bubbles. sets: `lane_sets(events)` when known."""
     sets = sets or lane_sets(events)
     return {"comm": comm_rows(events), "uncovered": uncovered_set(events, windows, sets=sets),
-            "windows": frame_of({c: windows[c].to_numpy() for c in ("start_ns", "end_ns")}),  # not windows[[...]]: ~0.4 ms
+            # not windows[[...]]: ~0.4 ms
+            "windows": frame_of({c: column_values(windows, c) for c in ("start_ns", "end_ns")}),
             "prefetch": prefetch_gaps(events, windows, sets=sets), "spans": microbatch_spans(events),
             "stage_bubbles": stage_bubbles(events, windows, sets=sets), "rank": _carried_rank(events)}
 

@@ -35,6 +35,12 @@ def overlap_by_step(events: pd.DataFrame, windows: pd.DataFrame, *,
                     sets: dict[str, iv.Intervals] | None = None) -> pd.DataFrame:
     """One row per window: step, window_start_ns, window_end_ns, OVERLAP_COLUMNS, percentages.
     sets: `lane_sets(events)` when known (analyze_rank computes them once for every analyzer)."""
+    return frame_of(overlap_columns(events, windows, sets=sets))
+
+
+def overlap_columns(events: pd.DataFrame, windows: pd.DataFrame, *,
+                    sets: dict[str, iv.Intervals] | None = None) -> dict[str, np.ndarray]:
+    """overlap_by_step's columns, as arrays (analyze_rank joins them with the bounds' into one frame)."""
     sets = sets or lane_sets(events)
     wins = window_set(windows)
     c, m, x = sets["compute"], sets["comm"], sets["copy"]
@@ -62,7 +68,7 @@ def overlap_by_step(events: pd.DataFrame, windows: pd.DataFrame, *,
     # the percentages as arrays into one frame: two column inserts and Series arithmetic cost ~0.5 ms a rank
     columns["overlap_pct"], columns["exposed_comm_pct"] = percentages(
         columns["comm_ns"], columns["window_ns"], columns["overlapped_ns"], columns["exposed_comm_ns"])
-    return frame_of(columns)
+    return columns
 
 
 def percentages(comm_ns: np.ndarray, window_ns: np.ndarray, overlapped_ns: np.ndarray,

@@ -38,7 +38,7 @@ def windows_and_partial(trace: RankTrace, *, no_steps: bool = False) -> tuple[pd
     # Only the columns the windows need, from NumPy (a pandas selection of columns, then of rows,
     # costs ~0.6 ms a rank: its labels are built as Arrow strings each time).
     busy = isin(column_values(ev, "kind"), WORK_KINDS)
-    work = frame_of({c: ev[c].to_numpy()[busy] for c in ("step", "start_ns", "end_ns")})
+    work = frame_of({c: column_values(ev, c)[busy] for c in ("step", "start_ns", "end_ns")})
     if work.empty:
         raise TraceError("no device or CPU activity (no kernels, memcpy, compute or comm events)", trace.source)
     if no_steps or trace.steps.empty:
