@@ -66,3 +66,21 @@ def test_first_match_with_rank_and_start_packed_or_not():
         table, query = rows(int(rng.integers(0, 30))), rows(int(rng.integers(0, 30)))
         values = rng.integers(0, 100, table[0].size)
         assert first_match(query, table, values).tolist() == _first_match_by_lexsort(query, table, values).tolist()
+
+
+def test_first_match_searches_one_packed_key_or_sorts_both():
+    """Keys whose spans multiply below 2^63 are packed into one int64 (_one_key) and searched; others
+    (starts near 2^61) go to the lexsort of both. Both give the oracle's answer, duplicates and
+    missing rows included."""
+    from overlapscope.analysis import critical_path
+    rng = np.random.default_rng(3)
+    for trial in range(200):
+        scale = [1, 10 ** 6, 2 ** 61][trial % 3]
+        rows = lambda n: [rng.integers(0, 4, n), rng.integers(-2, 5, n) * max(scale // 4, 1),
+                          rng.integers(0, 3, n)]
+        table, query = rows(int(rng.integers(1, 30))), rows(int(rng.integers(1, 30)))
+        values = rng.integers(0, 100, table[0].size)
+        want = _first_match_by_lexsort(query, table, values).tolist()
+        assert (critical_path._one_key(query, table) is None) == (scale == 2 ** 61)
+        assert critical_path.first_match(query, table, values).tolist() == want
+        assert critical_path._first_match_sorted(query, table, values).tolist() == want

@@ -11,6 +11,7 @@ every rank within the step's span (backward pass) - its end; a collective's slac
 """
 from __future__ import annotations
 
+import math
 from typing import Mapping, NamedTuple
 
 import numpy as np
@@ -141,8 +142,53 @@ def _tie_collectives(nodes: pd.DataFrame, collectives: pd.DataFrame) -> tuple[np
 
 def first_match(query: list[np.ndarray], table: list[np.ndarray], values: np.ndarray) -> np.ndarray:
     """Per query row, the value of the first table row whose keys (one array per key) all equal its own,
-    -1 where none: an inner merge with the table's duplicate keys dropped (the first kept), by one
-    lexsort of both (the pandas merge of 1,024 ranks' comm nodes cost 0.15 s)."""
+    -1 where none: an inner merge with the table's duplicate keys dropped (the first kept). Where the
+    keys pack into one int64 (_one_key), the table is sorted alone and each query row found by a
+    binary search (1,024 ranks' comm nodes: ~25 ms); else by one lexsort of both (~70 ms; the pandas
+    merge cost 0.15 s)."""
+    packed = _one_key(query, table)
+    if packed is None:
+        return _first_match_sorted(query, table, values)
+    asked, known = packed
+    out = np.full(asked.size, -1, dtype=np.int64)
+    if known.size == 0 or asked.size == 0:
+        return out
+    order = np.argsort(known, kind="stable")  # equal keys keep table order: the first comes first
+    ordered = known[order]
+    heads = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    distinct = ordered[heads]
+    at = np.minimum(np.searchsorted(distinct, asked), distinct.size - 1)
+    found = distinct[at] == asked
+    out[found] = values[order[heads[at[found]]]]
+    return out
+
+
+def _one_key(query: list[np.ndarray], table: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each row's keys as one int64 that is equal where all the keys are (each key less its least,
+    times the spans of the keys after it), for the query and the table; None where the spans'
+    product reaches 2^63 (or a key is not integer). Only equality matters, so the last key is taken
+    as its difference from the one before (end - start: a duration spans far less than an end)."""
+    both = [np.r_[np.asarray(t), np.asarray(q)] for t, q in zip(table, query)]
+    if not both or both[0].size == 0 or any(k.dtype.kind not in "iu" for k in both):
+        return None
+    if len(both) >= 2:  # (.., a, b) <-> (.., a, b - a); int64 wraps, which keeps it one-to-one
+        both[-1] = both[-1].astype(np.int64) - both[-2].astype(np.int64)
+    lows, spans = [], []
+    for k in both:
+        lo, hi = int(k.min()), int(k.max())
+        lows.append(lo)
+        spans.append(hi - lo + 1)
+    if math.prod(spans) >= 2 ** 63:
+        return None
+    key = np.zeros(both[0].size, np.int64)
+    for k, lo, span in zip(both, lows, spans):
+        key = key * span + (k.astype(np.int64) - lo)
+    n_table = table[0].size
+    return key[n_table:], key[:n_table]
+
+
+def _first_match_sorted(query: list[np.ndarray], table: list[np.ndarray], values: np.ndarray) -> np.ndarray:
+    """first_match by one lexsort of both."""
     n_table = table[0].size
     keys = _packed([np.r_[t, q] for t, q in zip(table, query)])
     from_query = np.r_[np.zeros(n_table, bool), np.ones(query[0].size, bool)]

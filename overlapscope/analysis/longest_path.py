@@ -457,14 +457,19 @@ class Order(NamedTuple):
         by_prod = np.argsort(prod, kind="stable")
         dep_ptr, dep_cons = _ptr(prod, units), cons[by_prod]
         layers, frontier = [], np.flatnonzero(indeg == 0)
+        stamp = np.empty(units, np.int64)
         while frontier.size:
             layers.append(frontier)
             outs = dep_cons[concat_ranges(dep_ptr[frontier], dep_ptr[frontier + 1])]
             if outs.size == 0:
                 break
-            hit, count = np.unique(outs, return_counts=True)
-            indeg[hit] -= count
-            frontier = hit[indeg[hit] == 0]
+            np.subtract.at(indeg, outs, 1)
+            # the units this layer freed, once each and ascending (np.unique's order), without sorting
+            # every edge (np.unique(outs, return_counts=True) per layer: ~0.1 ms of ~0.2 at 1,024 ranks)
+            ready = outs[indeg[outs] == 0]
+            copy = np.arange(ready.size)
+            stamp[ready] = copy
+            frontier = np.sort(ready[stamp[ready] == copy])
         if sum(layer.size for layer in layers) != units:
             return None
         sizes = np.array([layer.size for layer in layers], dtype=np.int64)
