@@ -11,8 +11,8 @@ from kineto_builder import KinetoTrace
 from overlapscope.analysis.all_to_all import all_to_all_rows
 from overlapscope.analysis.matching import comm_rows
 from overlapscope.core.codes import codes_names, isin
-from overlapscope.core.frames import (_joined_blocks, built_once, column_values, empty_frame, frame_of, stacked_frames,
-                                      with_shared_labels)
+from overlapscope.core.frames import (_joined_blocks, built_once, column_values, empty_frame, frame_of, schema_of,
+                                      stacked_frames, with_shared_labels)
 from overlapscope.ingest.kineto import read_kineto
 
 
@@ -333,3 +333,12 @@ def test_column_values_are_the_series_values_read_only():
         column_values(frame, "end_ns")
     text = pd.DataFrame({"name": ["a", "b"]})
     assert list(column_values(text, "name")) == ["a", "b"]
+
+
+def test_schema_of_tells_labels_and_dtypes_apart():
+    a = frame_of({"step": np.arange(2, dtype=np.int32), "comm_ns": np.arange(2, dtype=np.int64)})
+    same = frame_of({"step": np.arange(5, dtype=np.int32), "comm_ns": np.arange(5, dtype=np.int64)})
+    wider = frame_of({"step": np.arange(2, dtype=np.int64), "comm_ns": np.arange(2, dtype=np.int64)})
+    renamed = frame_of({"step": np.arange(2, dtype=np.int32), "count": np.arange(2, dtype=np.int64)})
+    assert schema_of(a) == schema_of(same) and hash(schema_of(a)) == hash(schema_of(same))
+    assert len({schema_of(a), schema_of(wider), schema_of(renamed)}) == 3

@@ -11,7 +11,8 @@ from .ring import RING_LABEL, ring_attention_part, ring_steps
 from .breakdown import exposed_by_key_and_step, exposed_by_key_of_intervals, exposed_by_label_pass, launch_scopes
 from .costmodel import CostConfig
 from ..core.codes import as_str, isin
-from ..core.frames import built_once, column_values, frame_of, shared_result, stacked_frames, with_shared_labels
+from ..core.frames import (built_once, column_values, frame_of, schema_of, shared_result, stacked_frames,
+                           with_shared_labels)
 from .comm_classes import comm_classes
 from .crossrank import cross_rank_sections, rank_parts
 from .depgraph import rank_graph
@@ -78,9 +79,7 @@ def _by_key_steps(per_step: dict[str, pd.DataFrame]) -> pd.DataFrame:
     and concatenating three frames cost ~2 ms a rank, the most of any step of analyze_rank."""
     frames = list(per_step.values())
     if not any(len(f) for f in frames):  # a rank without comm: the same frame, empty, built once per schema
-        # the dtypes read from the columns' arrays (frame.dtypes builds a Series: ~50 us a frame)
-        schema = tuple((c, tuple(str(column_values(f, name).dtype) for name in f.columns.tolist()))
-                       for c, f in per_step.items())
+        schema = tuple((c, schema_of(f)) for c, f in per_step.items())
         return built_once(f"by_key_steps {schema}", lambda: _stacked_steps(per_step, frames))
     return _stacked_steps(per_step, frames)
 

@@ -38,6 +38,17 @@ def column_values(frame: pd.DataFrame, name: str, dtype: Any = None) -> Any:
     return values if dtype is None else np.asarray(values, dtype=dtype)
 
 
+def schema_of(frame: pd.DataFrame) -> tuple:
+    """The frame's column labels and their dtypes, hashable: read from its blocks (frame.dtypes builds
+    a Series, ~50 us; a label lookup per column on Arrow-backed labels ~9 us each). Two frames of one
+    schema in two block layouts give two keys: a cache keyed by it builds twice, never wrongly."""
+    labels = tuple(frame.columns.tolist())
+    try:
+        return labels, tuple((str(b.values.dtype), b.mgr_locs.as_array.tobytes()) for b in frame._mgr.blocks)
+    except AttributeError:  # a pandas without these internals
+        return labels, tuple(map(str, frame.dtypes))
+
+
 _TEMPLATES: dict[tuple, pd.DataFrame] = {}
 
 
