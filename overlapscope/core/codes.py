@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .memo import BoundedCache
+
 
 def codes_names(column: pd.Series | pd.Categorical) -> tuple[np.ndarray, np.ndarray]:
     """(codes, names) with names[codes] equal to `column.astype(str).to_numpy()`, element for element.
@@ -34,20 +36,19 @@ def _with_nan(names: np.ndarray) -> np.ndarray:
     return np.append(names, np.array([np.nan], dtype=object))
 
 
-_NAMES: dict[int, tuple[pd.Index, np.ndarray]] = {}
+_NAMES: BoundedCache[int, tuple[pd.Index, np.ndarray]] = BoundedCache()
+"""id(categories Index) -> (that Index, its names): the entry holds the Index, so its id is not reused."""
 
 
 def _category_names(categories: pd.Index) -> np.ndarray:
     """categories as str, NaN appended (code -1). Cached by id: the entry holds the Index, so its id
-    cannot be reused while the entry exists (bounded: cleared past 4,096 Indexes)."""
+    cannot be reused while the entry exists (bounded: memo.BoundedCache)."""
     hit = _NAMES.get(id(categories))
     if hit is not None:
         return hit[1]
     names = _with_nan(categories.astype(str).to_numpy(dtype=object))
     names.flags.writeable = False  # shared by every caller
-    if len(_NAMES) > 4096:
-        _NAMES.clear()
-    _NAMES[id(categories)] = (categories, names)
+    _NAMES.put(id(categories), (categories, names))
     return names
 
 
@@ -73,7 +74,7 @@ def shared_codes(a: pd.Series | pd.Categorical, b: pd.Series | pd.Categorical) -
     return a_codes.astype(np.int64), _b_into_a(a_names, b_names)[b_codes]
 
 
-_MAPPED: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+_MAPPED: BoundedCache[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = BoundedCache()
 
 
 def _b_into_a(a_names: np.ndarray, b_names: np.ndarray) -> np.ndarray:
@@ -91,9 +92,7 @@ def _b_into_a(a_names: np.ndarray, b_names: np.ndarray) -> np.ndarray:
     mapped[new] = len(a_index) + np.arange(int(new.sum()))
     out = np.append(mapped, -2).astype(np.int64)
     out.flags.writeable = False  # shared by every caller
-    if len(_MAPPED) > 4096:  # bounded
-        _MAPPED.clear()
-    _MAPPED[key] = (a_names, b_names, out)
+    _MAPPED.put(key, (a_names, b_names, out))
     return out
 
 
@@ -143,7 +142,7 @@ def text_categoricals(columns: list[np.ndarray]) -> list[pd.Categorical]:
     return [pd.Categorical.from_codes(part, dtype=dtype, validate=False) for part in np.split(codes, sizes)]
 
 
-_DTYPES: dict[tuple[bool, tuple[str, ...]], pd.CategoricalDtype] = {}
+_DTYPES: BoundedCache[tuple[bool, tuple[str, ...]], pd.CategoricalDtype] = BoundedCache()
 
 
 def categorical_dtype(names: list[str], *, object_categories: bool = False) -> pd.CategoricalDtype:
@@ -158,8 +157,6 @@ def categorical_dtype(names: list[str], *, object_categories: bool = False) -> p
     key = (object_categories, tuple(names))
     dtype = _DTYPES.get(key)
     if dtype is None:
-        if len(_DTYPES) > 4096:  # bounded: any caller may come here
-            _DTYPES.clear()
         values = np.array(names, dtype=object) if names else np.empty(0, dtype=object)
-        dtype = _DTYPES[key] = pd.CategoricalDtype(pd.Index(values, dtype=object) if object_categories else values)
+        dtype = _DTYPES.put(key, pd.CategoricalDtype(pd.Index(values, dtype=object) if object_categories else values))
     return dtype
