@@ -62,8 +62,21 @@ def resolved_steps(steps: pd.DataFrame, source: str = "") -> pd.DataFrame:
     # NumPy on a few arrays (pandas sorts, groupby and duplicated cost ~1.5 ms a rank of fixed overhead).
     number = column_values(steps, "step")
     start, end = column_values(steps, "start_ns", np.int64), column_values(steps, "end_ns", np.int64)
-    if number.size == 0:
+    if number.size == 0 or _disjoint_in_order(number, start, end):  # the common case: nothing to resolve
         return frame_of({"step": number.astype(np.int32), "start_ns": start, "end_ns": end})
+    return _resolved(number, start, end, source)
+
+
+def _disjoint_in_order(number: np.ndarray, start: np.ndarray, end: np.ndarray) -> bool:
+    """Distinct numbers on ranges that start in strictly increasing order, each ending by the next
+    one's start: what every rule of resolved_steps leaves as it is (checked in a few NumPy calls; the
+    rules' ~30 cost a tiny rank ~0.3 ms)."""
+    return bool((start[1:] > start[:-1]).all() and (end[:-1] <= start[1:]).all()
+                and np.unique(number).size == number.size)
+
+
+def _resolved(number: np.ndarray, start: np.ndarray, end: np.ndarray, source: str) -> pd.DataFrame:
+    """resolved_steps' rules, in order, on its arrays."""
     order = np.lexsort((start, number))  # stable: by step, then start
     number, start, end = number[order], start[order], end[order]
     reach = _cummax_by_group(number, end)  # latest end so far in the step
