@@ -84,3 +84,15 @@ def test_first_match_searches_one_packed_key_or_sorts_both():
         assert (critical_path._one_key(query, table) is None) == (scale == 2 ** 61)
         assert critical_path.first_match(query, table, values).tolist() == want
         assert critical_path._first_match_sorted(query, table, values).tolist() == want
+
+
+def test_first_match_on_unsigned_keys_past_two_to_the_63():
+    """uint64 keys past 2^63 are packed as their int64 (one-to-one), never as a garbled key."""
+    from overlapscope.analysis.critical_path import first_match
+    big = np.uint64(2 ** 63 + 5)
+    table = [np.array([0, 0, 1], np.uint64), np.array([big, 7, big], np.uint64), np.array([big, 9, big], np.uint64)]
+    query = [np.array([0, 1, 0, 1], np.uint64), np.array([big, big, 7, 7], np.uint64),
+             np.array([big, big, 9, 9], np.uint64)]
+    values = np.array([10, 20, 30])
+    assert first_match(query, table, values).tolist() == _first_match_by_lexsort(query, table, values).tolist() \
+        == [10, 30, 20, -1]

@@ -171,8 +171,10 @@ def _one_key(query: list[np.ndarray], table: list[np.ndarray]) -> tuple[np.ndarr
     both = [np.r_[np.asarray(t), np.asarray(q)] for t, q in zip(table, query)]
     if not both or both[0].size == 0 or any(k.dtype.kind not in "iu" for k in both):
         return None
+    # as int64 (one-to-one: a uint64 past 2^63 wraps), so that the spans below are those of what is packed
+    both = [k.astype(np.int64, copy=False) for k in both]
     if len(both) >= 2:  # (.., a, b) <-> (.., a, b - a); int64 wraps, which keeps it one-to-one
-        both[-1] = both[-1].astype(np.int64) - both[-2].astype(np.int64)
+        both[-1] = both[-1] - both[-2]
     lows, spans = [], []
     for k in both:
         lo, hi = int(k.min()), int(k.max())
@@ -182,7 +184,7 @@ def _one_key(query: list[np.ndarray], table: list[np.ndarray]) -> tuple[np.ndarr
         return None
     key = np.zeros(both[0].size, np.int64)
     for k, lo, span in zip(both, lows, spans):
-        key = key * span + (k.astype(np.int64) - lo)
+        key = key * span + (k - lo)
     n_table = table[0].size
     return key[n_table:], key[:n_table]
 
