@@ -333,6 +333,9 @@ def test_column_values_are_the_series_values_read_only():
         column_values(frame, "end_ns")
     text = pd.DataFrame({"name": ["a", "b"]})
     assert list(column_values(text, "name")) == ["a", "b"]
+    twice = pd.DataFrame([[1, 2]], columns=["start_ns", "start_ns"])
+    with pytest.raises(ValueError, match="names 2 columns"):
+        column_values(twice, "start_ns")
 
 
 def test_schema_of_tells_labels_and_dtypes_apart():

@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..core import intervals as iv
 from ..core.codes import isin, shared_codes
-from ..core.frames import column_values, frame_of
+from ..core.frames import column_values
 from .overlap import lane_sets, window_set
 from .windows import WORK_KINDS
 
@@ -59,21 +59,9 @@ def launch_bound_idle(events: pd.DataFrame, windows: pd.DataFrame, sets: dict[st
     return out
 
 
-def overlap_bounds(events: pd.DataFrame, windows: pd.DataFrame, per_step: pd.DataFrame, *,
-                   sets: dict[str, iv.Intervals] | None = None) -> pd.DataFrame:
-    """BOUND_COLUMNS per window, aligned with `per_step` (overlap.overlap_by_step of the same windows)."""
-    columns = bound_columns(events, windows, {c: column_values(per_step, c, np.int64) for c in _BOUND_INPUTS[:-1]},
-                            sets=sets)
-    # One frame from arrays: per rank, a frame grown column by column cost 4x the arithmetic.
-    index = per_step.index
-    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1 and index.name is None:
-        return frame_of(columns)  # the same frame, from its blocks
-    return pd.DataFrame(columns, index=index)
-
-
 def bound_columns(events: pd.DataFrame, windows: pd.DataFrame, per_step: Mapping[str, np.ndarray], *,
                   sets: dict[str, iv.Intervals] | None = None) -> dict[str, np.ndarray]:
-    """overlap_bounds' columns, as arrays, from per_step's (overlap.overlap_columns of the same windows)."""
+    """BOUND_COLUMNS per window, as arrays, from per_step's (overlap.overlap_columns of the same windows)."""
     sets = sets or lane_sets(events)
     inputs = {c: np.asarray(per_step[c], dtype=np.int64) for c in _BOUND_INPUTS[:-1]}
     inputs["launch_bound_idle_ns"] = launch_bound_idle(events, windows, sets)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..core.frames import column_values, frame_of
+from ..core.frames import column_values
 from ..core import intervals as iv
 from ..core.codes import isin
 from .result import OVERLAP_COLUMNS
@@ -31,16 +31,11 @@ def window_set(windows: pd.DataFrame) -> iv.Intervals:
     return iv.Intervals(column_values(windows, "start_ns", np.int64), column_values(windows, "end_ns", np.int64))
 
 
-def overlap_by_step(events: pd.DataFrame, windows: pd.DataFrame, *,
-                    sets: dict[str, iv.Intervals] | None = None) -> pd.DataFrame:
-    """One row per window: step, window_start_ns, window_end_ns, OVERLAP_COLUMNS, percentages.
-    sets: `lane_sets(events)` when known (analyze_rank computes them once for every analyzer)."""
-    return frame_of(overlap_columns(events, windows, sets=sets))
-
-
 def overlap_columns(events: pd.DataFrame, windows: pd.DataFrame, *,
                     sets: dict[str, iv.Intervals] | None = None) -> dict[str, np.ndarray]:
-    """overlap_by_step's columns, as arrays (analyze_rank joins them with the bounds' into one frame)."""
+    """One entry per window: step, window_start_ns, window_end_ns, OVERLAP_COLUMNS, percentages, as
+    arrays (analyze_rank joins them with bounds.bound_columns' into one frame). sets: `lane_sets(events)`
+    when known (analyze_rank computes them once for every analyzer)."""
     sets = sets or lane_sets(events)
     wins = window_set(windows)
     c, m, x = sets["compute"], sets["comm"], sets["copy"]

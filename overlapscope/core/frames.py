@@ -26,10 +26,12 @@ def column_values(frame: pd.DataFrame, name: str, dtype: Any = None) -> Any:
     columns: ~18% of its map). A NumPy column comes read-only, as Series.to_numpy gives it under
     copy-on-write; an extension array (a Categorical, Arrow text) as the Series holds it. dtype: as
     Series.to_numpy(dtype) (the same array where it has that dtype, else a copy). A missing label
-    raises KeyError, as frame[name] does."""
+    raises KeyError, as frame[name] does; a label of several columns ValueError."""
     loc = frame.columns.get_loc(name)
+    if not isinstance(loc, (int, np.integer)):  # a slice or mask: frame[name] would be a frame
+        raise ValueError(f"column label {name!r} names {len(frame[name].columns)} columns, not one")
     getter = getattr(frame, "_get_column_array", None)  # pandas internals; another pandas: the Series'
-    if getter is not None and isinstance(loc, (int, np.integer)):
+    if getter is not None:
         values = getter(int(loc))
         if isinstance(values, np.ndarray) and values.flags.writeable:
             values = values.view()
